@@ -1,0 +1,48 @@
+"""tether: long-running LLM agents that respect a budget.
+
+from tether import create_agent, tool, Limits
+"""
+
+from tether.agent import Agent, Prompt, RunResult, StopReason, create_agent
+from tether.capabilities import Capability
+from tether.errors import (
+    ConfigurationError,
+    CostUnknownWarning,
+    ModelError,
+    OutputError,
+    RunError,
+    ScriptExhaustedError,
+    TetherError,
+    TetherWarning,
+    ToolFatalError,
+)
+from tether.limits import Limits
+from tether.models.prices import Price
+from tether.state import RunState, ToolContext
+from tether.tools import Tool, tool
+
+__all__ = [
+    "Agent",
+    "Capability",
+    "ConfigurationError",
+    "CostUnknownWarning",
+    "Limits",
+    "ModelError",
+    "OutputError",
+    "Price",
+    "Prompt",
+    "RunError",
+    "RunResult",
+    "RunState",
+    "ScriptExhaustedError",
+    "StopReason",
+    "TetherError",
+    "TetherWarning",
+    "Tool",
+    "ToolContext",
+    "ToolFatalError",
+    "create_agent",
+    "tool",
+]
+
+__version__ = "0.1.0"

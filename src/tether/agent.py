@@ -1,0 +1,309 @@
+"""`create_agent()` and the `Agent` it returns: run, arun and stream."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, overload
+
+from tether import prompts
+from tether.capabilities.base import Capability, overrides
+from tether.capabilities.dangling import DanglingToolCallRepair
+from tether.errors import ConfigurationError
+from tether.events import Event
+from tether.limits import Limits
+from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
+from tether.models.base import Model, ModelSettings, ToolSpec
+from tether.models.prices import Price, PriceBook
+from tether.output import FINAL_RESULT, OutputSpec
+from tether.prompt import assemble_system_prompt
+from tether.tools.tool import Tool, tool
+
+__all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
+
+OutputT = TypeVar("OutputT")
+T = TypeVar("T")
+
+StopReason: TypeAlias = Literal[
+    "completed", "budget", "loop", "timeout", "interrupted", "cancelled", "error"
+]
+Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult(Generic[OutputT]):
+    """How a run ended and everything it did.
+
+    `output` is the final answer when `stop_reason == "completed"`, else None.
+    `messages` is the whole conversation (history included); pass it as
+    `message_history` to continue it.
+    """
+
+    output: OutputT | None
+    stop_reason: StopReason
+    messages: tuple[Message, ...]
+    usage: Usage
+    cost_usd: float | None
+    steps: int
+    run_id: str
+    new_messages_start: int = 0
+
+    def new_messages(self) -> tuple[Message, ...]:
+        """The messages this run added (its prompt included), without the history."""
+        return self.messages[self.new_messages_start :]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What every run of an agent shares, worked out once in create_agent."""
+
+    tools: Mapping[str, Tool]
+    tool_specs: tuple[ToolSpec, ...]
+    system_prompt: str
+    output: OutputSpec
+    prices: PriceBook
+    on_run_start: tuple[Capability, ...]
+    before_model: tuple[Capability, ...]
+    after_model: tuple[Capability, ...]
+    around_tool: tuple[Capability, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Agent(Generic[OutputT]):
+    """An agent's configuration. Immutable: create it once, run it many times, concurrently."""
+
+    model: Model
+    tools: tuple[Tool, ...]
+    output_type: Any
+    system_prompt: str | None
+    limits: Limits
+    capabilities: tuple[Capability, ...]
+    model_settings: ModelSettings
+    output_retries: int
+    _plan: _Plan = field(repr=False)
+
+    async def arun(
+        self,
+        prompt: Prompt | None = None,
+        *,
+        message_history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> RunResult[OutputT]:
+        """Run until the agent answers or a limit stops it."""
+        from tether.loop import execute_run
+
+        return await execute_run(self, _start_messages(prompt, message_history), deps=deps)
+
+    def run(
+        self,
+        prompt: Prompt | None = None,
+        *,
+        message_history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> RunResult[OutputT]:
+        """`arun` for code without an event loop; inside one (Jupyter) it uses a worker thread."""
+        return _run_sync(lambda: self.arun(prompt, message_history=message_history, deps=deps))
+
+    async def stream(
+        self,
+        prompt: Prompt | None = None,
+        *,
+        message_history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> AsyncIterator[Event]:
+        """Run and yield events as they happen, `RunFinished` last.
+
+        If the run fails, its error is raised after `RunFinished` was yielded. Leaving the
+        loop early cancels the run.
+        """
+        from tether.loop import execute_run
+
+        messages = _start_messages(prompt, message_history)
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        task = asyncio.create_task(execute_run(self, messages, deps=deps, emit=queue.put_nowait))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+@overload
+def create_agent(
+    model: Model | str,
+    *,
+    output_type: type[OutputT],
+    tools: Sequence[Tool | Callable[..., Any]] = (),
+    system_prompt: str | None = None,
+    limits: Limits | None = None,
+    capabilities: Sequence[Capability] = (),
+    model_settings: ModelSettings | None = None,
+    output_retries: int = 3,
+    prices: Mapping[str, Price] | None = None,
+) -> Agent[OutputT]: ...
+
+
+@overload
+def create_agent(
+    model: Model | str,
+    *,
+    tools: Sequence[Tool | Callable[..., Any]] = (),
+    system_prompt: str | None = None,
+    limits: Limits | None = None,
+    capabilities: Sequence[Capability] = (),
+    model_settings: ModelSettings | None = None,
+    output_retries: int = 3,
+    prices: Mapping[str, Price] | None = None,
+) -> Agent[str]: ...
+
+
+def create_agent(
+    model: Model | str,
+    *,
+    output_type: Any = str,
+    tools: Sequence[Tool | Callable[..., Any]] = (),
+    system_prompt: str | None = None,
+    limits: Limits | None = None,
+    capabilities: Sequence[Capability] = (),
+    model_settings: ModelSettings | None = None,
+    output_retries: int = 3,
+    prices: Mapping[str, Price] | None = None,
+) -> Agent[Any]:
+    """Build an agent.
+
+    `tools` takes `Tool`s or plain typed functions. `output_type` other than `str` gives
+    the agent a `final_result` tool whose arguments are the answer, validated by pydantic
+    and retried up to `output_retries` times. `limits` bounds steps, tokens, cost and time
+    (default: 200 steps). `prices` maps "provider:model" or "model" to a `Price` for
+    models genai-prices does not know.
+    """
+    resolved = _resolve_model(model)
+    tool_list = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
+    limits = limits if limits is not None else Limits()
+    if not isinstance(limits, Limits):
+        raise ConfigurationError(f"limits must be a Limits, got {type(limits).__name__}")
+    if (
+        isinstance(output_retries, bool)
+        or not isinstance(output_retries, int)
+        or output_retries < 0
+    ):
+        raise ConfigurationError(f"output_retries must be an integer >= 0, got {output_retries!r}")
+    for capability in capabilities:
+        if not isinstance(capability, Capability):
+            raise ConfigurationError(
+                f"capabilities take Capability instances, got {type(capability).__name__}"
+            )
+    all_capabilities = (DanglingToolCallRepair(), *capabilities)
+    output = OutputSpec(output_type)
+    plan = _make_plan(tool_list, all_capabilities, output, system_prompt, prices)
+    return Agent(
+        model=resolved,
+        tools=tool_list,
+        output_type=output_type,
+        system_prompt=system_prompt,
+        limits=limits,
+        capabilities=tuple(capabilities),
+        model_settings=model_settings or ModelSettings(),
+        output_retries=output_retries,
+        _plan=plan,
+    )
+
+
+def _make_plan(
+    tools: tuple[Tool, ...],
+    capabilities: tuple[Capability, ...],
+    output: OutputSpec,
+    system_prompt: str | None,
+    prices: Mapping[str, Price] | None,
+) -> _Plan:
+    every_tool = (*tools, *(t for c in capabilities for t in c.tools()))
+    by_name: dict[str, Tool] = {}
+    for item in every_tool:
+        if output.structured and item.name == FINAL_RESULT:
+            raise ConfigurationError(
+                f"the tool name {FINAL_RESULT!r} is reserved for the answer of an agent "
+                "with an output_type; rename the tool"
+            )
+        if item.name in by_name:
+            raise ConfigurationError(
+                f"two tools are named {item.name!r}; tool names must be unique"
+            )
+        by_name[item.name] = item
+    specs = tuple(t.spec for t in every_tool)
+    sections = [c.prompt() for c in capabilities]
+    if output.tool is not None:
+        specs += (output.tool,)
+        sections.append(prompts.render("output", tool=FINAL_RESULT))
+
+    def hooked(hook: str) -> tuple[Capability, ...]:
+        return tuple(c for c in capabilities if overrides(c, hook))
+
+    return _Plan(
+        tools=by_name,
+        tool_specs=specs,
+        system_prompt=assemble_system_prompt(system_prompt, sections),
+        output=output,
+        prices=PriceBook(prices),
+        on_run_start=hooked("on_run_start"),
+        before_model=hooked("before_model"),
+        after_model=hooked("after_model"),
+        around_tool=hooked("around_tool"),
+    )
+
+
+def _resolve_model(model: Model | str) -> Model:
+    if isinstance(model, str):
+        raise ConfigurationError(
+            f"cannot resolve model {model!r}: pass a Model instance such as "
+            "tether.models.ScriptedModel"
+        )
+    if not isinstance(model, Model):
+        raise ConfigurationError(
+            f"model must implement tether.models.Model (name, provider, request, stream), "
+            f"got {type(model).__name__}"
+        )
+    return model
+
+
+def _start_messages(prompt: Prompt | None, history: Sequence[Message] | None) -> list[Message]:
+    messages = list(history or ())
+    if prompt is None:
+        if not messages:
+            raise ConfigurationError("a run needs a prompt, a message_history, or both")
+        return messages
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ConfigurationError("the prompt is empty; give the agent a task")
+        messages.append(UserMessage.of(prompt))
+    elif isinstance(prompt, UserMessage):
+        messages.append(prompt)
+    elif isinstance(prompt, list | tuple) and all(
+        isinstance(p, TextPart | BinaryPart) for p in prompt
+    ):
+        messages.append(UserMessage(tuple(prompt)))
+    else:
+        raise ConfigurationError(
+            "prompt must be a string, a UserMessage, or a list of TextPart/BinaryPart, "
+            f"got {type(prompt).__name__}"
+        )
+    return messages
+
+
+def _run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion from sync code, with or without a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    # A loop already runs in this thread (Jupyter, an async framework): blocking it on
+    # itself would deadlock, so the run gets a fresh loop in a worker thread.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tether-run") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

@@ -1,0 +1,79 @@
+"""Every error tether raises, in one tree.
+
+```
+TetherError                  root; `.result` holds the partial RunResult when it ended a run
+├── ConfigurationError       API misuse: a bad argument to create_agent, @tool, Limits, a model
+├── ModelError               a model could not produce a response
+│   └── ScriptExhaustedError a ScriptedModel was asked for more turns than it has
+├── ToolFatalError           raised by a tool to stop the run on purpose
+├── OutputError              the model never produced a valid final answer
+└── RunError                 any other exception ended the run (the original is `__cause__`)
+
+TetherWarning (UserWarning)
+└── CostUnknownWarning       a cost limit is set but the model's price is unknown
+```
+
+Mistakes the model can fix (unknown tool, bad arguments, a tool that raised) are never
+raised: they go back to the model as tool results with `is_error=True`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.agent import RunResult
+
+__all__ = [
+    "ConfigurationError",
+    "CostUnknownWarning",
+    "ModelError",
+    "OutputError",
+    "RunError",
+    "ScriptExhaustedError",
+    "TetherError",
+    "TetherWarning",
+    "ToolFatalError",
+]
+
+
+class TetherError(Exception):
+    """Base of every tether error.
+
+    When the error ended a run, `result` holds everything the run did before it:
+    messages, usage, cost and steps. Nothing is lost by catching it.
+    """
+
+    result: RunResult[Any] | None = None
+
+
+class ConfigurationError(TetherError, ValueError):
+    """tether was called with an argument it cannot use; the message says which and why."""
+
+
+class ModelError(TetherError):
+    """A model could not produce a response."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel was asked for a turn past the end of its script."""
+
+
+class ToolFatalError(TetherError):
+    """Raise inside a tool to stop the whole run, not just report an error to the model."""
+
+
+class OutputError(TetherError):
+    """The model did not produce a valid final answer within the allowed retries."""
+
+
+class RunError(TetherError):
+    """An unexpected exception ended the run; the original exception is `__cause__`."""
+
+
+class TetherWarning(UserWarning):
+    """Base of tether's warnings."""
+
+
+class CostUnknownWarning(TetherWarning):
+    """A cost limit is set, but the price of the model in use is unknown."""

@@ -1,0 +1,82 @@
+"""What `Agent.stream()` yields while a run goes on.
+
+Each event carries `path`, the agent that produced it: `("main",)` for the top agent,
+`("main", "task:researcher#2")` for a subagent, so nested work streams through its parent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from tether.messages import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from tether.agent import RunResult
+
+__all__ = [
+    "AgentPath",
+    "Event",
+    "ModelDelta",
+    "RunFinished",
+    "RunStarted",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
+
+AgentPath: TypeAlias = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run began."""
+
+    path: AgentPath
+    run_id: str
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDelta:
+    """A piece of the model's reply as it streams in.
+
+    `part` says what grows: the answer text, the thinking, or the JSON arguments of the
+    tool call `call_id`.
+    """
+
+    path: AgentPath
+    part: Literal["text", "thinking", "tool_call"]
+    delta: str
+    call_id: str | None = None
+    kind: Literal["model_delta"] = "model_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call is about to run."""
+
+    path: AgentPath
+    call: ToolCall
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call finished; `result.is_error` tells whether it failed."""
+
+    path: AgentPath
+    call: ToolCall
+    result: ToolResult
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The run ended; `result` has the output, messages, usage and stop reason."""
+
+    path: AgentPath
+    result: RunResult[Any]
+    kind: Literal["run_finished"] = "run_finished"
+
+
+Event: TypeAlias = RunStarted | ModelDelta | ToolCallStarted | ToolCallFinished | RunFinished

@@ -1,0 +1,393 @@
+"""The run loop. One step: check limits -> build request -> model -> tools -> loop check.
+
+A run never loses what it did: whatever ends it (an answer, a limit, a timeout, an
+error), the `RunResult` holds every message, the usage and the cost. Errors are raised
+with that result attached as `.result`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tether import prompts
+from tether.errors import (
+    CostUnknownWarning,
+    ModelError,
+    OutputError,
+    RunError,
+    TetherError,
+)
+from tether.events import (
+    AgentPath,
+    Event,
+    ModelDelta,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from tether.limits import Budget, LoopDetector
+from tether.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+)
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.output import FINAL_RESULT
+from tether.state import RunState, ToolContext
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, RunResult, StopReason
+    from tether.capabilities.base import ToolHandler
+
+__all__ = ["execute_run"]
+
+_NOT_RUN = "Not run: the final answer was given in the same turn."
+_DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
+_ANSWER_RECEIVED = "Final answer received."
+
+
+async def execute_run(
+    agent: Agent[Any],
+    messages: list[Message],
+    *,
+    deps: Any = None,
+    emit: Callable[[Event], None] | None = None,
+    path: AgentPath = ("main",),
+    budget: Budget | None = None,
+) -> RunResult[Any]:
+    """Run `agent` on `messages` (history plus the new prompt) until it stops."""
+    state = RunState(run_id=f"run_{uuid.uuid4().hex[:16]}", path=path, messages=messages, deps=deps)
+    if emit is not None:
+        state.emit = emit
+    return await _Run(agent, state, budget or Budget(agent.limits)).execute()
+
+
+class _Run:
+    def __init__(self, agent: Agent[Any], state: RunState, budget: Budget) -> None:
+        self.agent = agent
+        self.plan = agent._plan
+        self.state = state
+        self.budget = budget
+        self.history_length = len(state.messages)
+        self.stop_reason: StopReason | None = None
+        self.output: Any = None
+        self.output_failures = 0
+        self.wrapped_up = False
+        self.warned_unknown_cost = False
+        self.loops = LoopDetector()
+        self.handle_tool: ToolHandler = self._invoke_tool
+        for capability in reversed(self.plan.around_tool):
+            self.handle_tool = functools.partial(capability.around_tool, proceed=self.handle_tool)
+
+    async def execute(self) -> RunResult[Any]:
+        state = self.state
+        state.emit(RunStarted(state.path, state.run_id))
+        error: TetherError | None = None
+        try:
+            await self._run_until_stopped()
+        except TetherError as exc:
+            error = exc
+        except Exception as exc:
+            error = RunError(f"the run failed: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+        result = self._result("error" if error else self.stop_reason or "error")
+        state.emit(RunFinished(state.path, result))
+        if error is not None:
+            error.result = result
+            raise error
+        return result
+
+    async def _run_until_stopped(self) -> None:
+        async with asyncio.timeout_at(_loop_deadline(self.budget)) as scope:
+            try:
+                for capability in self.plan.on_run_start:
+                    await capability.on_run_start(self.state)
+                while self.stop_reason is None:
+                    await self._step()
+            except TimeoutError:
+                if not scope.expired():
+                    raise
+        if scope.expired():
+            self.stop_reason = "timeout"
+
+    async def _step(self) -> None:
+        if self._limit_reached():
+            return
+        request = await self._prepare_request()
+        response = await self._call_model(request)
+        self._record(response)
+        calls = response.message.tool_calls
+        if calls:
+            await self._handle_calls(calls)
+            if self.stop_reason is None:
+                self._check_loops(calls)
+        else:
+            self._handle_reply(response.message)
+
+    # -- limits ------------------------------------------------------------------
+
+    def _limit_reached(self) -> bool:
+        share, limit = self.budget.pressure()
+        if share >= 1:
+            self.stop_reason = "timeout" if limit == "timeout_seconds" else "budget"
+            return True
+        if share >= self.agent.limits.wrap_up_at and not self.wrapped_up:
+            self.wrapped_up = True
+            finish = (
+                f"call `{FINAL_RESULT}` with your best answer"
+                if self.plan.output.structured
+                else "give your best final answer"
+            )
+            self._say(
+                prompts.render(
+                    "wrap_up",
+                    percent=min(int(share * 100), 99),
+                    limit=Budget.describe(limit),
+                    finish=finish,
+                )
+            )
+        return False
+
+    def _check_loops(self, calls: Sequence[ToolCall]) -> None:
+        limits = self.agent.limits
+        streak, repeated = max((self.loops.observe(call), call.name) for call in calls)
+        if limits.loop_stop_after is not None and streak >= limits.loop_stop_after:
+            self.stop_reason = "loop"
+        elif limits.loop_nudge_after is not None and streak >= limits.loop_nudge_after:
+            self._say(prompts.render("loop_nudge", tool=repeated, count=streak))
+
+    # -- the model ---------------------------------------------------------------
+
+    async def _prepare_request(self) -> ModelRequest:
+        plan = self.plan
+        request = ModelRequest(
+            system_prompt=plan.system_prompt,
+            messages=tuple(self.state.messages),
+            tools=plan.tool_specs,
+            settings=self.agent.model_settings,
+            output_tool=FINAL_RESULT if plan.output.structured else None,
+        )
+        for capability in plan.before_model:
+            request = await capability.before_model(self.state, request)
+        return request
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        state = self.state
+        response: ModelResponse | None = None
+        stream = self.agent.model.stream(request)
+        try:
+            async for item in stream:
+                if isinstance(item, StreamDelta):
+                    state.emit(ModelDelta(state.path, item.part, item.delta, item.call_id))
+                else:
+                    response = item
+        finally:
+            await _close(stream)
+        if response is None:
+            raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
+        for capability in self.plan.after_model:
+            response = await capability.after_model(state, response)
+        return response
+
+    def _record(self, response: ModelResponse) -> None:
+        state, model = self.state, self.agent.model
+        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
+        cost = self.plan.prices.cost(usage, response.model_name or model.name, model.provider)
+        if (
+            cost is None
+            and self.agent.limits.max_cost_usd is not None
+            and not (self.warned_unknown_cost)
+        ):
+            self.warned_unknown_cost = True
+            warnings.warn(
+                f"max_cost_usd is set, but the price of model {model.name!r} is unknown, so "
+                "its cost is counted as zero; pass prices={...} to create_agent to enforce it",
+                CostUnknownWarning,
+                stacklevel=2,
+            )
+        state.messages.append(response.message)
+        state.usage += usage
+        state.cost_usd = None if cost is None or state.cost_usd is None else state.cost_usd + cost
+        state.steps += 1
+        self.budget.steps += 1
+        self.budget.charge(usage, cost)
+
+    # -- the answer --------------------------------------------------------------
+
+    def _handle_reply(self, message: AssistantMessage) -> None:
+        """A reply without tool calls: the final answer, or a reason to ask again."""
+        output = self.plan.output
+        text = message.text
+        if not output.structured:
+            if text.strip():
+                self._finish(text)
+            else:
+                self._output_failed("the reply was empty", prompts.text("empty_reply"))
+            return
+        value, valid = output.validate_text(text)
+        if valid:
+            self._finish(value)
+        else:
+            self._output_failed(
+                f"the model replied with text instead of calling '{FINAL_RESULT}'",
+                prompts.render("call_final_result", tool=FINAL_RESULT),
+            )
+
+    def _finish(self, value: Any) -> None:
+        self.output = value
+        self.stop_reason = "completed"
+
+    def _output_failed(self, reason: str, correction: str | None) -> None:
+        """Count a failed final answer; ask again, or give up past `output_retries`."""
+        self.output_failures += 1
+        if self.output_failures > self.agent.output_retries:
+            raise OutputError(
+                f"no valid final answer after {self.agent.output_retries} retries; "
+                f"last problem: {reason}"
+            )
+        if correction is not None:
+            self._say(correction)
+
+    def _say(self, text: str) -> None:
+        self.state.messages.append(UserMessage.of(text))
+
+    # -- tools -------------------------------------------------------------------
+
+    async def _handle_calls(self, calls: list[ToolCall]) -> None:
+        results: list[ToolResult | None] = [None] * len(calls)
+        answer_error = self._take_answer(calls, results)
+        to_run = [i for i, result in enumerate(results) if result is None]
+        if self.stop_reason == "completed":
+            for i in to_run:
+                results[i] = ToolResult.of(calls[i], _NOT_RUN, is_error=True)
+            to_run = []
+        try:
+            await self._run_tools(calls, to_run, results)
+        finally:
+            self.state.messages.append(
+                ToolResultMessage(tuple(r or _cancelled(calls[i]) for i, r in enumerate(results)))
+            )
+        if answer_error is not None:
+            self._output_failed(answer_error, None)
+
+    def _take_answer(self, calls: list[ToolCall], results: list[ToolResult | None]) -> str | None:
+        """Check `final_result` calls in order; the first valid one is the answer.
+
+        Returns the last validation error when there were answer calls and none was valid.
+        """
+        output = self.plan.output
+        if not output.structured:
+            return None
+        error: str | None = None
+        for i, call in enumerate(calls):
+            if call.name != FINAL_RESULT:
+                continue
+            self.state.emit(ToolCallStarted(self.state.path, call))
+            if self.stop_reason == "completed":
+                result = ToolResult.of(call, _DUPLICATE_ANSWER, is_error=True)
+            else:
+                value, error = output.validate_call(call)
+                if error is None:
+                    self._finish(value)
+                result = ToolResult.of(call, error or _ANSWER_RECEIVED, is_error=error is not None)
+            results[i] = result
+            self.state.emit(ToolCallFinished(self.state.path, call, result))
+        return None if self.stop_reason == "completed" else error
+
+    async def _run_tools(
+        self, calls: list[ToolCall], indexes: list[int], results: list[ToolResult | None]
+    ) -> None:
+        """Run the calls at `indexes` concurrently, storing each result at its index.
+
+        If one raises `ToolFatalError` or the run is cancelled, the calls still running
+        are cancelled and every call gets a result before the error goes on.
+        """
+        if not indexes:
+            return
+        tasks = {i: asyncio.ensure_future(self._run_tool(calls[i])) for i in indexes}
+        try:
+            await asyncio.gather(*tasks.values())
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.wait(tasks.values())
+            for i, task in tasks.items():
+                results[i] = self._result_of(calls[i], task)
+
+    def _result_of(self, call: ToolCall, task: asyncio.Future[ToolResult]) -> ToolResult:
+        if task.cancelled():
+            result = _cancelled(call)
+        elif (exc := task.exception()) is not None:
+            result = ToolResult.of(
+                call, f"Tool '{call.name}' stopped the run: {exc}", is_error=True
+            )
+        else:
+            return task.result()
+        self.state.emit(ToolCallFinished(self.state.path, call, result))
+        return result
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        state = self.state
+        state.emit(ToolCallStarted(state.path, call))
+        result = await self.handle_tool(call, ToolContext(state, call))
+        state.emit(ToolCallFinished(state.path, call, result))
+        return result
+
+    async def _invoke_tool(self, call: ToolCall, context: ToolContext) -> ToolResult:
+        tool = self.plan.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.plan.tools)) or "none"
+            return ToolResult.of(
+                call,
+                f"There is no tool named '{call.name}'. Available tools: {names}.",
+                is_error=True,
+            )
+        return await tool.run(call, context, timeout_seconds=self.agent.limits.tool_timeout_seconds)
+
+    # -- the result --------------------------------------------------------------
+
+    def _result(self, stop_reason: StopReason) -> RunResult[Any]:
+        from tether.agent import RunResult
+
+        state = self.state
+        return RunResult(
+            output=self.output if stop_reason == "completed" else None,
+            stop_reason=stop_reason,
+            messages=tuple(state.messages),
+            usage=state.usage,
+            cost_usd=state.cost_usd,
+            steps=state.steps,
+            run_id=state.run_id,
+            new_messages_start=self.history_length,
+        )
+
+
+def _cancelled(call: ToolCall) -> ToolResult:
+    return ToolResult.of(
+        call, "Cancelled: the run stopped before this call finished.", is_error=True
+    )
+
+
+def _loop_deadline(budget: Budget) -> float | None:
+    """The budget's deadline on the event loop's clock."""
+    deadline = budget.deadline
+    if deadline is None:
+        return None
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+async def _close(stream: AsyncIterator[StreamItem]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

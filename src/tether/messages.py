@@ -1,0 +1,219 @@
+"""Conversation messages: plain frozen dataclasses with a lossless JSON form.
+
+A conversation is a list of `Message`s:
+
+- `UserMessage`: text and binary parts (images, audio, video, documents) from the user;
+- `AssistantMessage`: what the model said: text, thinking and `ToolCall`s;
+- `ToolResultMessage`: the results of one assistant turn's tool calls, in call order.
+
+Every class carries a `kind` literal so code that matches on them can end with
+`assert_never`. `to_json` / `from_json` round-trip any list of messages exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "AssistantMessage",
+    "AssistantPart",
+    "BinaryPart",
+    "ContentPart",
+    "Message",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "from_json",
+    "to_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryPart:
+    """Binary content (image, audio, video or document) with its IANA media type."""
+
+    data: bytes
+    media_type: str
+    kind: Literal["binary"] = "binary"
+
+    __pydantic_config__ = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    @property
+    def category(self) -> Literal["image", "audio", "video", "document"]:
+        """What the media type says this is; anything not image/audio/video is a document."""
+        major = self.media_type.partition("/")[0]
+        if major == "image":
+            return "image"
+        if major == "audio":
+            return "audio"
+        if major == "video":
+            return "video"
+        return "document"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingPart:
+    """A model's visible reasoning; `signature` lets providers verify it when sent back."""
+
+    text: str
+    signature: str | None = None
+    kind: Literal["thinking"] = "thinking"
+
+
+def new_call_id() -> str:
+    """A fresh, unique tool call id."""
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asks for a tool to run.
+
+    `args` is the decoded JSON object, or the raw text when the model sent something
+    that is not valid JSON; the loop reports the latter back to the model as an error.
+    """
+
+    name: str
+    args: dict[str, Any] | str = field(default_factory=dict)
+    id: str = field(default_factory=new_call_id)
+    kind: Literal["tool_call"] = "tool_call"
+
+
+ContentPart: TypeAlias = Annotated[TextPart | BinaryPart, Field(discriminator="kind")]
+AssistantPart: TypeAlias = Annotated[
+    TextPart | ThinkingPart | ToolCall, Field(discriminator="kind")
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens used by one or more model requests.
+
+    `input_tokens` counts every input token, including those read from or written to
+    the provider's prompt cache; the cache fields say how many of them were.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A message from the user (or from the harness speaking for the user)."""
+
+    content: tuple[ContentPart, ...]
+    kind: Literal["user"] = "user"
+
+    @classmethod
+    def of(cls, text: str) -> UserMessage:
+        """A user message holding one piece of text."""
+        return cls((TextPart(text),))
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines."""
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """One model response: text, thinking and tool calls, with the usage it cost."""
+
+    parts: tuple[AssistantPart, ...]
+    model_name: str | None = None
+    usage: Usage = Usage()
+    kind: Literal["assistant"] = "assistant"
+
+    @property
+    def text(self) -> str:
+        """The text parts joined together (thinking excluded)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls, in the order the model made them."""
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call returned, or the error the model should see."""
+
+    call_id: str
+    name: str
+    content: tuple[ContentPart, ...]
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+    @classmethod
+    def of(cls, call: ToolCall, text: str, *, is_error: bool = False) -> ToolResult:
+        """A text result answering `call`."""
+        return cls(call.id, call.name, (TextPart(text),), is_error)
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines."""
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    """The results of one assistant turn's tool calls, in the order of the calls."""
+
+    results: tuple[ToolResult, ...]
+    kind: Literal["tool_results"] = "tool_results"
+
+
+Message: TypeAlias = Annotated[
+    UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="kind")
+]
+
+
+@functools.cache
+def _adapter() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
+
+
+def to_json(messages: Sequence[Message]) -> str:
+    """Serialize messages to a JSON array; `from_json` gives back equal messages."""
+    return _adapter().dump_json(list(messages)).decode()
+
+
+def from_json(data: str | bytes) -> list[Message]:
+    """Read messages written by `to_json`."""
+    return _adapter().validate_json(data)

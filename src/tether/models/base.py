@@ -1,0 +1,123 @@
+"""The seam between the loop and a model: one request in, one response out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from tether.errors import ModelError
+from tether.messages import AssistantMessage, Message, Usage
+
+__all__ = [
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "StreamDelta",
+    "StreamItem",
+    "ToolSpec",
+    "response_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Per-request knobs; `None` leaves the provider's default. `extra` goes to the wire as-is."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    timeout_seconds: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a model is asked in one turn.
+
+    `output_tool` names the tool that delivers the final structured answer, when the
+    agent has one, so adapters with native structured output can use it.
+    """
+
+    system_prompt: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    settings: ModelSettings = ModelSettings()
+    output_tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """A model's complete reply. `finish_reason` is the provider's, normalized when known."""
+
+    message: AssistantMessage
+    finish_reason: str | None = None
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens this response cost."""
+        return self.message.usage
+
+    @property
+    def model_name(self) -> str | None:
+        """The model that actually answered, as the provider reported it."""
+        return self.message.model_name
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDelta:
+    """A piece of a reply while it streams: answer text, thinking, or tool-call arguments."""
+
+    part: Literal["text", "thinking", "tool_call"]
+    delta: str
+    call_id: str | None = None
+
+
+StreamItem: TypeAlias = StreamDelta | ModelResponse
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the loop needs from a model.
+
+    `stream` yields `StreamDelta`s as the reply arrives and ends with exactly one
+    `ModelResponse`; `request` returns that response directly.
+    """
+
+    @property
+    def name(self) -> str:
+        """Model name, used to look up its price (e.g. "claude-sonnet-4-5")."""
+        ...
+
+    @property
+    def provider(self) -> str | None:
+        """Provider id (e.g. "anthropic"), or None when it does not matter."""
+        ...
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send one request and wait for the whole response."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Send one request and yield the reply as it arrives, the full response last."""
+        ...
+
+
+async def response_of(stream: AsyncIterator[StreamItem]) -> ModelResponse:
+    """Drain a model stream and return its final response."""
+    response: ModelResponse | None = None
+    async for item in stream:
+        if isinstance(item, ModelResponse):
+            response = item
+    if response is None:
+        raise ModelError("the model stream ended without a response")
+    return response

@@ -1,0 +1,111 @@
+"""What a response cost in USD: the user's price table first, then genai-prices."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import ConfigurationError
+from tether.messages import Usage
+
+__all__ = ["Price", "PriceBook"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens. Cache prices default to the input price when unset."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cache_read_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "input_per_mtok",
+            "output_per_mtok",
+            "cache_read_per_mtok",
+            "cache_write_per_mtok",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigurationError(f"Price.{name} must not be negative, got {value}")
+
+    def cost(self, usage: Usage) -> float:
+        """USD for `usage` at this price."""
+        cache_read = (
+            self.input_per_mtok if self.cache_read_per_mtok is None else (self.cache_read_per_mtok)
+        )
+        cache_write = (
+            self.input_per_mtok
+            if self.cache_write_per_mtok is None
+            else (self.cache_write_per_mtok)
+        )
+        plain_input = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+        return (
+            max(plain_input, 0) * self.input_per_mtok
+            + usage.cache_read_tokens * cache_read
+            + usage.cache_write_tokens * cache_write
+            + usage.output_tokens * self.output_per_mtok
+        ) / 1_000_000
+
+
+# The test models cost nothing; listing them here keeps the lookup free of special cases.
+_BUILTIN: Mapping[str, Price] = {"test:scripted": Price(0, 0), "test:function": Price(0, 0)}
+_UNKNOWN = object()
+
+
+class PriceBook:
+    """Looks up prices once per model and computes the cost of each response.
+
+    `overrides` maps "provider:model" or "model" to a `Price` and wins over genai-prices.
+    """
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+        self._table = {**_BUILTIN, **(overrides or {})}
+        self._resolved: dict[tuple[str, str | None], Any] = {}
+
+    def knows(self, model: str, provider: str | None) -> bool:
+        """Whether a price is known for this model."""
+        return self._lookup(model, provider) is not _UNKNOWN
+
+    def cost(self, usage: Usage, model: str, provider: str | None) -> float | None:
+        """USD for `usage` on `model`, or None when its price is unknown."""
+        price = self._lookup(model, provider)
+        if price is _UNKNOWN:
+            return None
+        if isinstance(price, Price):
+            return price.cost(usage)
+        return float(price.calc_price(_genai_usage(usage))["total_price"])
+
+    def _lookup(self, model: str, provider: str | None) -> Any:
+        key = (model, provider)
+        if key not in self._resolved:
+            self._resolved[key] = self._find(model, provider)
+        return self._resolved[key]
+
+    def _find(self, model: str, provider: str | None) -> Any:
+        for name in (f"{provider}:{model}" if provider else None, model):
+            if name is not None and name in self._table:
+                return self._table[name]
+        import genai_prices  # imported here: it costs ~0.2 s and pulls in httpx
+
+        try:
+            found = genai_prices.calc_price(
+                genai_prices.Usage(input_tokens=0, output_tokens=0), model, provider_id=provider
+            )
+        except LookupError:
+            return _UNKNOWN
+        return found.model_price
+
+
+def _genai_usage(usage: Usage) -> Any:
+    import genai_prices
+
+    return genai_prices.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )

@@ -1,0 +1,209 @@
+"""Models for tests: a fixed script of turns, or a function that decides each reply.
+
+Both are public so users can test their own agents without a provider or a key, and
+both record every request, so a test can check the prompt and tool specs sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeAlias
+
+from tether.errors import ConfigurationError, ScriptExhaustedError
+from tether.messages import (
+    AssistantMessage,
+    AssistantPart,
+    BinaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+
+__all__ = ["FunctionModel", "ScriptedModel", "Turn"]
+
+Turn: TypeAlias = (
+    str
+    | Sequence[ToolCall | TextPart | ThinkingPart | str]
+    | AssistantMessage
+    | ModelResponse
+    | BaseException
+)
+"""One scripted reply: text (a final answer), a list of tool calls (and text), a ready
+message or response, or an exception to raise from the model."""
+
+_CHARS_PER_TOKEN = 4
+
+
+class ScriptedModel:
+    """Replies with the given turns, one per request, in order.
+
+    A turn is a string (a final text answer), a list of `ToolCall`s (a tool turn, which
+    may mix in text), an `AssistantMessage`/`ModelResponse` used as-is, or an exception
+    instance, raised when its turn comes. Usage is estimated at four characters a token.
+    Asking for more turns than the script has raises `ScriptExhaustedError`.
+    """
+
+    def __init__(self, turns: Sequence[Turn], *, name: str = "scripted") -> None:
+        if isinstance(turns, str) or not isinstance(turns, Sequence):
+            raise ConfigurationError(
+                f"ScriptedModel takes a list of turns, got {type(turns).__name__}"
+            )
+        if not turns:
+            raise ConfigurationError(
+                "ScriptedModel needs at least one turn: a string for a final answer "
+                "or a list of ToolCall for a tool turn"
+            )
+        self._turns = list(turns)
+        self._name = name
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "test"
+
+    @property
+    def remaining(self) -> int:
+        """Turns not yet used."""
+        return len(self._turns) - len(self.requests)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self._turns):
+            raise ScriptExhaustedError(
+                f"ScriptedModel was asked for turn {index + 1}, but its script has only "
+                f"{len(self._turns)}; add turns or check why the agent did not stop"
+            )
+        return _response(self._turns[index], request, self._name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        response = await self.request(request)
+        for delta in _deltas(response.message):
+            yield delta
+        yield response
+
+
+class FunctionModel:
+    """Replies with whatever `function(request)` returns (a `Turn`; it may be async)."""
+
+    def __init__(
+        self,
+        function: Callable[[ModelRequest], Turn | Awaitable[Turn]],
+        *,
+        name: str = "function",
+    ) -> None:
+        if not callable(function):
+            raise ConfigurationError(
+                f"FunctionModel takes a callable, got {type(function).__name__}"
+            )
+        self._function = function
+        self._name = name
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "test"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        turn = self._function(request)
+        if inspect.isawaitable(turn):
+            turn = await turn
+        return _response(turn, request, self._name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        response = await self.request(request)
+        for delta in _deltas(response.message):
+            yield delta
+        yield response
+
+
+def _response(turn: Turn, request: ModelRequest, model_name: str) -> ModelResponse:
+    if isinstance(turn, BaseException):
+        raise turn
+    if isinstance(turn, ModelResponse):
+        return turn
+    if isinstance(turn, AssistantMessage):
+        return ModelResponse(turn, finish_reason=_finish_reason(turn))
+    parts = _parts(turn)
+    usage = Usage(
+        input_tokens=_estimate_tokens(request),
+        output_tokens=max(1, math.ceil(sum(_part_chars(p) for p in parts) / _CHARS_PER_TOKEN)),
+        requests=1,
+    )
+    message = AssistantMessage(parts, model_name=model_name, usage=usage)
+    return ModelResponse(message, finish_reason=_finish_reason(message))
+
+
+def _parts(
+    turn: str | Sequence[ToolCall | TextPart | ThinkingPart | str],
+) -> tuple[AssistantPart, ...]:
+    if isinstance(turn, str):
+        return (TextPart(turn),)
+    parts: list[AssistantPart] = []
+    for item in turn:
+        if isinstance(item, str):
+            parts.append(TextPart(item))
+        elif isinstance(item, ToolCall | TextPart | ThinkingPart):
+            parts.append(item)
+        else:
+            raise ConfigurationError(
+                f"a scripted turn may hold ToolCall, TextPart, ThinkingPart or str, "
+                f"not {type(item).__name__}"
+            )
+    return tuple(parts)
+
+
+def _finish_reason(message: AssistantMessage) -> str:
+    return "tool_calls" if message.tool_calls else "stop"
+
+
+def _deltas(message: AssistantMessage) -> list[StreamDelta]:
+    deltas: list[StreamDelta] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            deltas.append(StreamDelta("text", part.text))
+        elif isinstance(part, ThinkingPart) and part.text:
+            deltas.append(StreamDelta("thinking", part.text))
+        elif isinstance(part, ToolCall):
+            args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+            deltas.append(StreamDelta("tool_call", args, call_id=part.id))
+    return deltas
+
+
+def _part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
+    if isinstance(part, TextPart | ThinkingPart):
+        return len(part.text)
+    if isinstance(part, ToolCall):
+        return len(part.name) + len(str(part.args))
+    return len(part.data)
+
+
+def _estimate_tokens(request: ModelRequest) -> int:
+    chars = len(request.system_prompt)
+    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
+    for message in request.messages:
+        if isinstance(message, UserMessage):
+            chars += sum(_part_chars(p) for p in message.content)
+        elif isinstance(message, AssistantMessage):
+            chars += sum(_part_chars(p) for p in message.parts)
+        elif isinstance(message, ToolResultMessage):
+            chars += sum(_part_chars(p) for r in message.results for p in r.content)
+    return max(1, math.ceil(chars / _CHARS_PER_TOKEN))

@@ -1,0 +1,305 @@
+"""`@tool` turns a typed function into a `Tool` the model can call."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import pydantic
+import pydantic_core
+
+from tether.errors import ConfigurationError, ToolFatalError
+from tether.messages import BinaryPart, ContentPart, TextPart, ToolCall, ToolResult
+from tether.models.base import ToolSpec
+from tether.state import ToolContext
+
+__all__ = ["Tool", "tool"]
+
+logger = logging.getLogger("tether.tools")
+
+ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool: what the model sees (name, description, argument schema) and what runs.
+
+    Build one with `@tool`. `read_only` marks tools without side effects; `idempotent`
+    marks tools that are safe to run twice; `timeout_seconds` bounds one call.
+    """
+
+    name: str
+    description: str
+    args_model: type[pydantic.BaseModel]
+    function: ToolFunction
+    context_param: str | None = None
+    read_only: bool = False
+    idempotent: bool = False
+    timeout_seconds: float | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as sent to the model."""
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    async def run(
+        self, call: ToolCall, context: ToolContext, *, timeout_seconds: float | None = None
+    ) -> ToolResult:
+        """Validate the call's arguments, run the function and wrap what it returns.
+
+        Every failure the model can act on becomes an error result. `ToolFatalError` and
+        cancellation propagate: they end the run, not just the call.
+        """
+        args = self._validate(call)
+        if isinstance(args, str):
+            return ToolResult.of(call, args, is_error=True)
+        timeout = self.timeout_seconds if self.timeout_seconds is not None else timeout_seconds
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                value = await self._call(args, context)
+        except ToolFatalError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and scope.expired():
+                text = f"Tool '{self.name}' timed out after {timeout:g} s."
+            else:
+                logger.debug("tool %s raised", self.name, exc_info=True)
+                text = f"Tool '{self.name}' failed: {type(exc).__name__}: {exc}"
+            return ToolResult.of(call, text, is_error=True)
+        return ToolResult(call.id, call.name, content_of(value))
+
+    def _validate(self, call: ToolCall) -> pydantic.BaseModel | str:
+        """The validated arguments, or the error text for the model."""
+        raw: object = call.args
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError as exc:
+                return (
+                    f"The arguments for '{self.name}' are not valid JSON ({exc}). "
+                    "Send them again as one JSON object."
+                )
+        if not isinstance(raw, dict):
+            return (
+                f"The arguments for '{self.name}' must be a JSON object, "
+                f"got {type(raw).__name__}. Send them again as one JSON object."
+            )
+        try:
+            return self.args_model.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            return validation_message(self.name, exc)
+
+    async def _call(self, args: pydantic.BaseModel, context: ToolContext) -> Any:
+        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        if inspect.iscoroutinefunction(self.function):
+            return await self.function(**kwargs)
+        # Sync tools run in a worker thread so parallel calls and timeouts keep working.
+        value = await asyncio.to_thread(self.function, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+
+def validation_message(tool_name: str, exc: pydantic.ValidationError) -> str:
+    """A pydantic error as a short list the model can act on, one line per field."""
+    lines = [f"Invalid arguments for '{tool_name}':"]
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        line = f"- {where}: {error['msg']}"
+        if error["type"] != "missing":
+            line += f" (got {_short_repr(error['input'])})"
+        lines.append(line)
+    lines.append(f"Fix these and call '{tool_name}' again.")
+    return "\n".join(lines)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def content_of(value: Any) -> tuple[ContentPart, ...]:
+    """Turn what a tool returned into content parts: text, binary, or JSON for the rest."""
+    if isinstance(value, str):
+        return (TextPart(value),)
+    if isinstance(value, TextPart | BinaryPart):
+        return (value,)
+    if isinstance(value, list | tuple) and any(isinstance(v, TextPart | BinaryPart) for v in value):
+        parts: list[ContentPart] = []
+        for item in value:
+            parts.extend(content_of(item))
+        return tuple(parts)
+    return (TextPart(pydantic_core.to_json(value, fallback=str).decode()),)
+
+
+@overload
+def tool(function: ToolFunction, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    timeout_seconds: float | None = None,
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    timeout_seconds: float | None = None,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Make a tool from a sync or async function with typed parameters.
+
+    The docstring's first paragraph becomes the description and its argument section
+    (Google, NumPy or Sphinx style) describes each parameter. A parameter typed
+    `ToolContext` receives the run's context and is hidden from the model.
+
+        @tool
+        async def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+    """
+
+    def build(fn: ToolFunction) -> Tool:
+        return _build_tool(
+            fn,
+            name=name,
+            description=description,
+            read_only=read_only,
+            idempotent=idempotent,
+            timeout_seconds=timeout_seconds,
+        )
+
+    if function is not None:
+        return build(function)
+    return build
+
+
+def _build_tool(
+    fn: ToolFunction,
+    *,
+    name: str | None,
+    description: str | None,
+    read_only: bool,
+    idempotent: bool,
+    timeout_seconds: float | None,
+) -> Tool:
+    if not callable(fn):
+        raise ConfigurationError(f"@tool needs a function, got {type(fn).__name__}")
+    tool_name = name or str(getattr(fn, "__name__", ""))
+    if not _is_valid_tool_name(tool_name):
+        raise ConfigurationError(
+            f"tool name {tool_name!r} must be letters, digits, '_' or '-' (at most 64)"
+        )
+    if timeout_seconds is not None and timeout_seconds <= 0:
+        raise ConfigurationError(f"timeout_seconds must be positive, got {timeout_seconds}")
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    args_model, context_param = _args_model(fn, tool_name, arg_docs)
+    return Tool(
+        name=tool_name,
+        description=description or summary or tool_name,
+        args_model=args_model,
+        function=fn,
+        context_param=context_param,
+        read_only=read_only,
+        idempotent=idempotent,
+        timeout_seconds=timeout_seconds,
+        parameters=_clean_schema(args_model.model_json_schema()),
+    )
+
+
+def _is_valid_tool_name(name: str) -> bool:
+    return 0 < len(name) <= 64 and all(c.isalnum() or c in "_-" for c in name)
+
+
+def _args_model(
+    fn: ToolFunction, tool_name: str, arg_docs: Mapping[str, str]
+) -> tuple[type[pydantic.BaseModel], str | None]:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError) as exc:
+        raise ConfigurationError(
+            f"cannot read the type hints of tool {tool_name!r}: {exc}"
+        ) from exc
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if _is_context(annotation):
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigurationError(
+                f"tool {tool_name!r}: parameter {param.name!r} must be a normal or keyword "
+                "parameter; *args, **kwargs and positional-only parameters cannot be described "
+                "to a model"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            annotation,
+            pydantic.Field(default, description=arg_docs.get(param.name)),
+        )
+    try:
+        model = pydantic.create_model(
+            f"{tool_name}_args",
+            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+    except (pydantic.PydanticSchemaGenerationError, NameError, TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r} has a parameter pydantic cannot describe: {exc}"
+        ) from exc
+    return model, context_param
+
+
+def _is_context(annotation: Any) -> bool:
+    return annotation is ToolContext or typing.get_origin(annotation) is ToolContext
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    if not doc:
+        return "", {}
+    import docstring_parser  # imported on first use: few agents define tools at import time
+
+    parsed = docstring_parser.parse(doc)
+    summary = "\n\n".join(
+        part for part in (parsed.short_description, parsed.long_description) if part
+    )
+    params = {p.arg_name: p.description for p in parsed.params if p.description}
+    return summary, params
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop the titles pydantic adds: they repeat the names and cost prompt tokens."""
+
+    def clean(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: clean(value, in_properties=key in ("properties", "$defs"))
+                for key, value in node.items()
+                if in_properties or not (key == "title" and isinstance(value, str))
+            }
+        if isinstance(node, list):
+            return [clean(item) for item in node]
+        return node
+
+    cleaned: dict[str, Any] = clean(schema)
+    return cleaned
