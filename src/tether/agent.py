@@ -93,9 +93,7 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
     ) -> RunResult[OutputT]:
         """Run until the agent answers or a limit stops it."""
-        from tether.loop import execute_run
-
-        return await execute_run(self, _start_messages(prompt, message_history), deps=deps)
+        return await self._execute(prompt, message_history, deps)
 
     def run(
         self,
@@ -119,11 +117,8 @@ class Agent(Generic[OutputT]):
         If the run fails, its error is raised after `RunFinished` was yielded. Leaving the
         loop early cancels the run.
         """
-        from tether.loop import execute_run
-
-        messages = _start_messages(prompt, message_history)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.create_task(execute_run(self, messages, deps=deps, emit=queue.put_nowait))
+        task = asyncio.create_task(self._execute(prompt, message_history, deps, queue.put_nowait))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -134,6 +129,19 @@ class Agent(Generic[OutputT]):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    def _execute(
+        self,
+        prompt: Prompt | None,
+        history: Sequence[Message] | None,
+        deps: Any,
+        emit: Callable[[Event], None] | None = None,
+    ) -> Coroutine[Any, Any, RunResult[OutputT]]:
+        from tether.loop import execute_run
+
+        messages = _start_messages(prompt, history)
+        new_messages = len(messages) - len(history or ())
+        return execute_run(self, messages, new_messages=new_messages, deps=deps, emit=emit)
 
 
 @overload

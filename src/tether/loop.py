@@ -61,25 +61,29 @@ async def execute_run(
     agent: Agent[Any],
     messages: list[Message],
     *,
+    new_messages: int = 1,
     deps: Any = None,
     emit: Callable[[Event], None] | None = None,
     path: AgentPath = ("main",),
     budget: Budget | None = None,
 ) -> RunResult[Any]:
-    """Run `agent` on `messages` (history plus the new prompt) until it stops."""
+    """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt."""
     state = RunState(run_id=f"run_{uuid.uuid4().hex[:16]}", path=path, messages=messages, deps=deps)
     if emit is not None:
         state.emit = emit
-    return await _Run(agent, state, budget or Budget(agent.limits)).execute()
+    return await _Run(agent, state, budget or Budget(agent.limits), new_messages).execute()
 
 
 class _Run:
-    def __init__(self, agent: Agent[Any], state: RunState, budget: Budget) -> None:
+    def __init__(
+        self, agent: Agent[Any], state: RunState, budget: Budget, new_messages: int
+    ) -> None:
         self.agent = agent
         self.plan = agent._plan
         self.state = state
         self.budget = budget
-        self.history_length = len(state.messages)
+        self.new_messages = new_messages
+        self.new_messages_start = len(state.messages) - new_messages
         self.stop_reason: StopReason | None = None
         self.output: Any = None
         self.output_failures = 0
@@ -109,16 +113,16 @@ class _Run:
         return result
 
     async def _run_until_stopped(self) -> None:
-        async with asyncio.timeout_at(_loop_deadline(self.budget)) as scope:
-            try:
+        try:
+            async with asyncio.timeout_at(_loop_deadline(self.budget)) as scope:
                 for capability in self.plan.on_run_start:
                     await capability.on_run_start(self.state)
+                self.new_messages_start = len(self.state.messages) - self.new_messages
                 while self.stop_reason is None:
                     await self._step()
-            except TimeoutError:
-                if not scope.expired():
-                    raise
-        if scope.expired():
+        except TimeoutError:
+            if not scope.expired():
+                raise
             self.stop_reason = "timeout"
 
     async def _step(self) -> None:
@@ -369,7 +373,7 @@ class _Run:
             cost_usd=state.cost_usd,
             steps=state.steps,
             run_id=state.run_id,
-            new_messages_start=self.history_length,
+            new_messages_start=self.new_messages_start,
         )
 
 

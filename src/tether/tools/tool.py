@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 import logging
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -234,7 +235,7 @@ def _args_model(
     fn: ToolFunction, tool_name: str, arg_docs: Mapping[str, str]
 ) -> tuple[type[pydantic.BaseModel], str | None]:
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = _parameter_hints(fn)
     except (NameError, TypeError) as exc:
         raise ConfigurationError(
             f"cannot read the type hints of tool {tool_name!r}: {exc}"
@@ -268,6 +269,16 @@ def _args_model(
             f"tool {tool_name!r} has a parameter pydantic cannot describe: {exc}"
         ) from exc
     return model, context_param
+
+
+def _parameter_hints(fn: ToolFunction) -> dict[str, Any]:
+    """Resolved parameter annotations; the return annotation is never sent, so never read."""
+    annotations = {
+        key: value for key, value in getattr(fn, "__annotations__", {}).items() if key != "return"
+    }
+    namespace = getattr(inspect.unwrap(fn), "__globals__", {})
+    holder = types.SimpleNamespace(__annotations__=annotations)
+    return typing.get_type_hints(holder, globalns=namespace, include_extras=True)
 
 
 def _is_context(annotation: Any) -> bool:

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import tether
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PUBLIC = {
+    "Agent",
+    "Capability",
+    "ConfigurationError",
+    "CostUnknownWarning",
+    "Limits",
+    "ModelError",
+    "OutputError",
+    "Price",
+    "Prompt",
+    "RunError",
+    "RunResult",
+    "RunState",
+    "ScriptExhaustedError",
+    "StopReason",
+    "TetherError",
+    "TetherWarning",
+    "Tool",
+    "ToolContext",
+    "ToolFatalError",
+    "create_agent",
+    "tool",
+}
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    assert set(tether.__all__) == PUBLIC
+    for name in tether.__all__:
+        assert getattr(tether, name) is not None
+
+
+def test_every_error_is_a_tether_error() -> None:
+    for name in (
+        "ConfigurationError",
+        "ModelError",
+        "OutputError",
+        "RunError",
+        "ScriptExhaustedError",
+        "ToolFatalError",
+    ):
+        assert issubclass(getattr(tether, name), tether.TetherError)
+
+
+def test_importing_tether_loads_no_provider_sdk() -> None:
+    heavy = [
+        "anthropic",
+        "openai",
+        "langchain",
+        "langchain_core",
+        "psycopg",
+        "genai_prices",
+        "httpx",
+        "docstring_parser",
+    ]
+    code = (
+        "import sys, json, tether, tether.models, tether.tools, tether.events;"
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_the_quickstart_example_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "output: Answer(total=5)" in out.stdout
+    assert "finished: completed" in out.stdout
