@@ -280,7 +280,9 @@ class _Run:
             await self._run_tools(calls, to_run, results)
         finally:
             self.state.messages.append(
-                ToolResultMessage(tuple(r or _cancelled(calls[i]) for i, r in enumerate(results)))
+                ToolResultMessage(
+                    tuple(r or self._stopped(calls[i], None) for i, r in enumerate(results))
+                )
             )
         if answer_error is not None:
             self._output_failed(answer_error, None)
@@ -317,7 +319,13 @@ class _Run:
         If one raises `ToolFatalError` or the run is cancelled, the calls still running
         are cancelled and every call gets a result before the error goes on.
         """
-        if not indexes:
+        if len(indexes) == 1:  # the common case needs no task of its own
+            (i,) = indexes
+            try:
+                results[i] = await self._run_tool(calls[i])
+            except Exception as exc:
+                results[i] = self._stopped(calls[i], exc)
+                raise
             return
         tasks = {i: asyncio.ensure_future(self._run_tool(calls[i])) for i in indexes}
         try:
@@ -325,19 +333,20 @@ class _Run:
         finally:
             for task in tasks.values():
                 task.cancel()
-            await asyncio.wait(tasks.values())
+            if tasks:
+                await asyncio.wait(tasks.values())
             for i, task in tasks.items():
-                results[i] = self._result_of(calls[i], task)
+                failed = task.cancelled() or task.exception() is not None
+                error = None if task.cancelled() else task.exception()
+                results[i] = self._stopped(calls[i], error) if failed else task.result()
 
-    def _result_of(self, call: ToolCall, task: asyncio.Future[ToolResult]) -> ToolResult:
-        if task.cancelled():
-            result = _cancelled(call)
-        elif (exc := task.exception()) is not None:
-            result = ToolResult.of(
-                call, f"Tool '{call.name}' stopped the run: {exc}", is_error=True
-            )
+    def _stopped(self, call: ToolCall, error: BaseException | None) -> ToolResult:
+        """The result of a call the run abandoned: cancelled, or ended by `error`."""
+        if error is None:
+            text = "Cancelled: the run stopped before this call finished."
         else:
-            return task.result()
+            text = f"Tool '{call.name}' stopped the run: {error}"
+        result = ToolResult.of(call, text, is_error=True)
         self.state.emit(ToolCallFinished(self.state.path, call, result))
         return result
 
@@ -375,12 +384,6 @@ class _Run:
             run_id=state.run_id,
             new_messages_start=self.new_messages_start,
         )
-
-
-def _cancelled(call: ToolCall) -> ToolResult:
-    return ToolResult.of(
-        call, "Cancelled: the run stopped before this call finished.", is_error=True
-    )
 
 
 def _loop_deadline(budget: Budget) -> float | None:

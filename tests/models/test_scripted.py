@@ -101,3 +101,16 @@ def test_function_model_needs_a_callable() -> None:
 def test_test_models_satisfy_the_model_protocol() -> None:
     assert isinstance(ScriptedModel(["x"]), Model)
     assert isinstance(FunctionModel(lambda r: "x"), Model)
+
+
+async def test_the_estimate_matches_a_fresh_count_as_the_history_grows_or_shrinks() -> None:
+    grown = ScriptedModel(["a", "b", "c"])
+    messages: tuple = (UserMessage.of("x" * 400),)
+    first = await grown.request(ModelRequest("s", messages))
+    messages = (*messages, first.message, UserMessage.of("y" * 800))
+    second = await grown.request(ModelRequest("s", messages))
+    trimmed = await grown.request(ModelRequest("s", messages[1:]))
+
+    for sent, response in ((messages, second), (messages[1:], trimmed)):
+        fresh = await ScriptedModel(["z"]).request(ModelRequest("s", sent))
+        assert response.usage.input_tokens == fresh.usage.input_tokens

@@ -17,10 +17,10 @@ from tether.messages import (
     AssistantMessage,
     AssistantPart,
     BinaryPart,
+    Message,
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolResultMessage,
     Usage,
     UserMessage,
 )
@@ -62,6 +62,7 @@ class ScriptedModel:
             )
         self._turns = list(turns)
         self._name = name
+        self._estimate = _InputEstimate()
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
@@ -86,7 +87,7 @@ class ScriptedModel:
                 f"ScriptedModel was asked for turn {index + 1}, but its script has only "
                 f"{len(self._turns)}; add turns or check why the agent did not stop"
             )
-        return _response(self._turns[index], request, self._name)
+        return _response(self._turns[index], request, self._name, self._estimate)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response = await self.request(request)
@@ -110,6 +111,7 @@ class FunctionModel:
             )
         self._function = function
         self._name = name
+        self._estimate = _InputEstimate()
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
@@ -126,7 +128,7 @@ class FunctionModel:
         turn = self._function(request)
         if inspect.isawaitable(turn):
             turn = await turn
-        return _response(turn, request, self._name)
+        return _response(turn, request, self._name, self._estimate)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response = await self.request(request)
@@ -135,7 +137,9 @@ class FunctionModel:
         yield response
 
 
-def _response(turn: Turn, request: ModelRequest, model_name: str) -> ModelResponse:
+def _response(
+    turn: Turn, request: ModelRequest, model_name: str, estimate: _InputEstimate
+) -> ModelResponse:
     if isinstance(turn, BaseException):
         raise turn
     if isinstance(turn, ModelResponse):
@@ -144,7 +148,7 @@ def _response(turn: Turn, request: ModelRequest, model_name: str) -> ModelRespon
         return ModelResponse(turn, finish_reason=_finish_reason(turn))
     parts = _parts(turn)
     usage = Usage(
-        input_tokens=_estimate_tokens(request),
+        input_tokens=estimate.tokens(request),
         output_tokens=max(1, math.ceil(sum(_part_chars(p) for p in parts) / _CHARS_PER_TOKEN)),
         requests=1,
     )
@@ -196,14 +200,38 @@ def _part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
     return len(part.data)
 
 
-def _estimate_tokens(request: ModelRequest) -> int:
-    chars = len(request.system_prompt)
-    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            chars += sum(_part_chars(p) for p in message.content)
-        elif isinstance(message, AssistantMessage):
-            chars += sum(_part_chars(p) for p in message.parts)
-        elif isinstance(message, ToolResultMessage):
-            chars += sum(_part_chars(p) for r in message.results for p in r.content)
-    return max(1, math.ceil(chars / _CHARS_PER_TOKEN))
+class _InputEstimate:
+    """Estimates input tokens, counting each message once as the conversation grows.
+
+    A conversation usually grows by appending, so when a request starts with the same
+    messages as the last one, only the new messages are counted; any other change
+    (history trimmed or rewritten) is counted from scratch.
+    """
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._chars = 0
+
+    def tokens(self, request: ModelRequest) -> int:
+        known, messages = self._messages, request.messages
+        extends = (
+            known
+            and len(messages) >= len(known)
+            and messages[0] is known[0]
+            and messages[len(known) - 1] is known[-1]
+        )
+        start, chars = (len(known), self._chars) if extends else (0, 0)
+        chars += sum(_message_chars(m) for m in messages[start:])
+        self._messages, self._chars = messages, chars
+        fixed = len(request.system_prompt) + sum(
+            len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
+        )
+        return max(1, math.ceil((fixed + chars) / _CHARS_PER_TOKEN))
+
+
+def _message_chars(message: Message) -> int:
+    if isinstance(message, UserMessage):
+        return sum(_part_chars(p) for p in message.content)
+    if isinstance(message, AssistantMessage):
+        return sum(_part_chars(p) for p in message.parts)
+    return sum(_part_chars(p) for r in message.results for p in r.content)

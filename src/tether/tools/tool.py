@@ -44,6 +44,10 @@ class Tool:
     idempotent: bool = False
     timeout_seconds: float | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    _is_async: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.function))
 
     @property
     def spec(self) -> ToolSpec:
@@ -98,10 +102,10 @@ class Tool:
             return validation_message(self.name, exc)
 
     async def _call(self, args: pydantic.BaseModel, context: ToolContext) -> Any:
-        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        kwargs = dict(vars(args))  # the validated fields, nested models kept as models
         if self.context_param is not None:
             kwargs[self.context_param] = context
-        if inspect.iscoroutinefunction(self.function):
+        if self._is_async:
             return await self.function(**kwargs)
         # Sync tools run in a worker thread so parallel calls and timeouts keep working.
         value = await asyncio.to_thread(self.function, **kwargs)
