@@ -1,0 +1,31 @@
+"""The prompts are product code: these snapshots make every change to them visible."""
+
+from __future__ import annotations
+
+from inline_snapshot import snapshot
+from pydantic import BaseModel
+
+from tether import create_agent
+from tether.models import ScriptedModel
+from tether.prompt import assemble_system_prompt
+
+
+class Answer(BaseModel):
+    total: int
+
+
+def test_sections_follow_the_documented_order_and_skip_empty_ones() -> None:
+    prompt = assemble_system_prompt("Custom.", ["First.", None, "  ", "Second."], base="Base.")
+    assert prompt == "Custom.\n\nBase.\n\nFirst.\n\nSecond."
+
+
+def test_the_assembled_prompt_of_a_structured_agent() -> None:
+    model = ScriptedModel([[]])
+    agent = create_agent(model, system_prompt="You add numbers.", output_type=Answer)
+    assert agent._plan.system_prompt == snapshot("""\
+You add numbers.
+
+You complete tasks by calling tools. Work in steps: call a tool, read its result, decide the next step. Call independent tools together in one turn. When a tool returns an error, read it, fix the call and try again; never repeat a call that failed the same way. Keep replies short. When the task is done, give your final answer.
+
+When the task is done, give your answer by calling `final_result` once, with arguments that match its schema. A plain text reply does not count as the final answer.\
+""")
