@@ -419,3 +419,23 @@ def test_around_tool_hooks_nest_first_outermost() -> None:
     model = ScriptedModel([[ToolCall("add", {"a": 1, "b": 1})], "done"])
     create_agent(model, tools=[add], capabilities=[Mark("a"), Mark("b")]).run("go")
     assert order == ["a>", "b>", "<b", "<a"]
+
+
+def test_a_zero_timeout_stops_before_any_model_call() -> None:
+    model = ScriptedModel(["never"])
+    result = create_agent(model, limits=Limits(timeout_seconds=0)).run("go")
+    assert result.stop_reason == "timeout"
+    assert model.requests == []
+
+
+def test_a_capability_that_raises_ends_the_run_with_every_call_answered() -> None:
+    class Broken(Capability):
+        async def around_tool(self, call, context, proceed):  # type: ignore[no-untyped-def]
+            raise KeyError("policy table missing")
+
+    model = ScriptedModel([[ToolCall("add", {"a": 1, "b": 1})], "unreached"])
+    with pytest.raises(RunError, match="KeyError") as caught:
+        create_agent(model, tools=[add], capabilities=[Broken()]).run("go")
+    result = caught.value.result
+    assert result is not None
+    assert results_of(result.messages[-1]) == ["Tool 'add' stopped the run: 'policy table missing'"]

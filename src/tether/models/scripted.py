@@ -41,7 +41,39 @@ message or response, or an exception to raise from the model."""
 _CHARS_PER_TOKEN = 4
 
 
-class ScriptedModel:
+class _TestModel:
+    """What both test models share: recording requests, usage estimates and streaming."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._estimate = _InputEstimate()
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "test"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        turn = await self._next_turn(request)
+        return _response(turn, request, self._name, self._estimate)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        response = await self.request(request)
+        for delta in _deltas(response.message):
+            yield delta
+        yield response
+
+    async def _next_turn(self, request: ModelRequest) -> Turn:
+        raise NotImplementedError
+
+
+class ScriptedModel(_TestModel):
     """Replies with the given turns, one per request, in order.
 
     A turn is a string (a final text answer), a list of `ToolCall`s (a tool turn, which
@@ -60,43 +92,25 @@ class ScriptedModel:
                 "ScriptedModel needs at least one turn: a string for a final answer "
                 "or a list of ToolCall for a tool turn"
             )
+        super().__init__(name)
         self._turns = list(turns)
-        self._name = name
-        self._estimate = _InputEstimate()
-        self.requests: list[ModelRequest] = []
-        """Every request received, in order."""
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return "test"
 
     @property
     def remaining(self) -> int:
         """Turns not yet used."""
-        return len(self._turns) - len(self.requests)
+        return max(0, len(self._turns) - len(self.requests))
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        index = len(self.requests)
-        self.requests.append(request)
+    async def _next_turn(self, request: ModelRequest) -> Turn:
+        index = len(self.requests) - 1
         if index >= len(self._turns):
             raise ScriptExhaustedError(
                 f"ScriptedModel was asked for turn {index + 1}, but its script has only "
                 f"{len(self._turns)}; add turns or check why the agent did not stop"
             )
-        return _response(self._turns[index], request, self._name, self._estimate)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        response = await self.request(request)
-        for delta in _deltas(response.message):
-            yield delta
-        yield response
+        return self._turns[index]
 
 
-class FunctionModel:
+class FunctionModel(_TestModel):
     """Replies with whatever `function(request)` returns (a `Turn`; it may be async)."""
 
     def __init__(
@@ -109,32 +123,14 @@ class FunctionModel:
             raise ConfigurationError(
                 f"FunctionModel takes a callable, got {type(function).__name__}"
             )
+        super().__init__(name)
         self._function = function
-        self._name = name
-        self._estimate = _InputEstimate()
-        self.requests: list[ModelRequest] = []
-        """Every request received, in order."""
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return "test"
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+    async def _next_turn(self, request: ModelRequest) -> Turn:
         turn = self._function(request)
         if inspect.isawaitable(turn):
             turn = await turn
-        return _response(turn, request, self._name, self._estimate)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        response = await self.request(request)
-        for delta in _deltas(response.message):
-            yield delta
-        yield response
+        return turn
 
 
 def _response(
