@@ -148,3 +148,18 @@ def test_an_output_type_pydantic_cannot_describe_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="output_type"):
         create_agent(ScriptedModel(["x"]), output_type=Opaque)
+
+
+def test_malformed_json_in_final_result_is_sent_back() -> None:
+    model = ScriptedModel([[ToolCall("final_result", '{"total": ')], final(total=2)])
+    result = create_agent(model, output_type=Answer).run("go")
+    assert "not valid JSON" in results_of(result.messages[2])[0]
+    assert result.output == Answer(total=2)
+
+
+def test_an_unknown_tool_error_lists_final_result() -> None:
+    model = ScriptedModel([[ToolCall("answer", {"total": 1})], final(total=1)])
+    result = create_agent(model, tools=[add], output_type=Answer).run("go")
+    assert results_of(result.messages[2]) == [
+        "There is no tool named 'answer'. Available tools: add, final_result."
+    ]

@@ -208,24 +208,26 @@ class _Run:
         state, model = self.state, self.agent.model
         usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
         cost = self.plan.prices.cost(usage, response.model_name or model.name, model.provider)
-        if (
-            cost is None
-            and self.agent.limits.max_cost_usd is not None
-            and not (self.warned_unknown_cost)
-        ):
-            self.warned_unknown_cost = True
-            warnings.warn(
-                f"max_cost_usd is set, but the price of model {model.name!r} is unknown, so "
-                "its cost is counted as zero; pass prices={...} to create_agent to enforce it",
-                CostUnknownWarning,
-                stacklevel=2,
-            )
+        if cost is None:
+            self._warn_unknown_cost()
         state.messages.append(response.message)
         state.usage += usage
         state.cost_usd = None if cost is None or state.cost_usd is None else state.cost_usd + cost
         state.steps += 1
         self.budget.steps += 1
         self.budget.charge(usage, cost)
+
+    def _warn_unknown_cost(self) -> None:
+        """Once a run: a cost limit cannot hold for a model without a price."""
+        if self.agent.limits.max_cost_usd is None or self.warned_unknown_cost:
+            return
+        self.warned_unknown_cost = True
+        warnings.warn(
+            f"max_cost_usd is set, but the price of model {self.agent.model.name!r} is "
+            "unknown, so its cost is counted as zero; pass prices={...} to create_agent",
+            CostUnknownWarning,
+            stacklevel=2,
+        )
 
     # -- the answer --------------------------------------------------------------
 
@@ -319,6 +321,8 @@ class _Run:
         If one raises `ToolFatalError` or the run is cancelled, the calls still running
         are cancelled and every call gets a result before the error goes on.
         """
+        if not indexes:
+            return
         if len(indexes) == 1:  # the common case needs no task of its own
             (i,) = indexes
             try:
@@ -333,12 +337,13 @@ class _Run:
         finally:
             for task in tasks.values():
                 task.cancel()
-            if tasks:
-                await asyncio.wait(tasks.values())
+            await asyncio.wait(tasks.values())
             for i, task in tasks.items():
-                failed = task.cancelled() or task.exception() is not None
                 error = None if task.cancelled() else task.exception()
-                results[i] = self._stopped(calls[i], error) if failed else task.result()
+                if task.cancelled() or error is not None:
+                    results[i] = self._stopped(calls[i], error)
+                else:
+                    results[i] = task.result()
 
     def _stopped(self, call: ToolCall, error: BaseException | None) -> ToolResult:
         """The result of a call the run abandoned: cancelled, or ended by `error`."""
@@ -360,7 +365,7 @@ class _Run:
     async def _invoke_tool(self, call: ToolCall, context: ToolContext) -> ToolResult:
         tool = self.plan.tools.get(call.name)
         if tool is None:
-            names = ", ".join(sorted(self.plan.tools)) or "none"
+            names = ", ".join(sorted(spec.name for spec in self.plan.tool_specs)) or "none"
             return ToolResult.of(
                 call,
                 f"There is no tool named '{call.name}'. Available tools: {names}.",

@@ -12,7 +12,7 @@ from tether import prompts
 from tether.errors import ConfigurationError
 from tether.messages import ToolCall
 from tether.models.base import ToolSpec
-from tether.tools.tool import validation_message
+from tether.tools.tool import decode_args, validation_message
 
 __all__ = ["FINAL_RESULT", "OutputSpec"]
 
@@ -56,15 +56,9 @@ class OutputSpec:
 
     def validate_call(self, call: ToolCall) -> tuple[Any, str | None]:
         """The answer in a `final_result` call, or the error to send back to the model."""
-        args: Any = call.args
+        args = decode_args(FINAL_RESULT, call.args)
         if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError as exc:
-                return None, (
-                    f"The arguments for '{FINAL_RESULT}' are not valid JSON ({exc}). "
-                    "Send them again as one JSON object."
-                )
+            return None, args
         return self._validate(args)
 
     def validate_text(self, text: str) -> tuple[Any, bool]:
@@ -77,15 +71,12 @@ class OutputSpec:
             args = json.loads(body)
         except json.JSONDecodeError:
             return None, False
+        if not isinstance(args, dict):
+            return None, False
         value, error = self._validate(args)
         return value, error is None
 
-    def _validate(self, args: Any) -> tuple[Any, str | None]:
-        if not isinstance(args, dict):
-            return None, (
-                f"The arguments for '{FINAL_RESULT}' must be a JSON object, "
-                f"got {type(args).__name__}."
-            )
+    def _validate(self, args: dict[str, Any]) -> tuple[Any, str | None]:
         try:
             if self._wrapped:
                 return self._adapter.validate_python(args[_WRAPPED]), None

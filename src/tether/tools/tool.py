@@ -82,22 +82,11 @@ class Tool:
 
     def _validate(self, call: ToolCall) -> pydantic.BaseModel | str:
         """The validated arguments, or the error text for the model."""
-        raw: object = call.args
-        if isinstance(raw, str):
-            try:
-                raw = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                return (
-                    f"The arguments for '{self.name}' are not valid JSON ({exc}). "
-                    "Send them again as one JSON object."
-                )
-        if not isinstance(raw, dict):
-            return (
-                f"The arguments for '{self.name}' must be a JSON object, "
-                f"got {type(raw).__name__}. Send them again as one JSON object."
-            )
+        args = decode_args(self.name, call.args)
+        if isinstance(args, str):
+            return args
         try:
-            return self.args_model.model_validate(raw)
+            return self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             return validation_message(self.name, exc)
 
@@ -112,6 +101,25 @@ class Tool:
         if inspect.isawaitable(value):
             value = await value
         return value
+
+
+def decode_args(tool_name: str, args: dict[str, Any] | str) -> dict[str, Any] | str:
+    """A call's arguments as a JSON object, or the error text when they are not one."""
+    decoded: object = args
+    if isinstance(args, str):
+        try:
+            decoded = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            return (
+                f"The arguments for '{tool_name}' are not valid JSON ({exc}). "
+                "Send them again as one JSON object."
+            )
+    if not isinstance(decoded, dict):
+        return (
+            f"The arguments for '{tool_name}' must be a JSON object, "
+            f"got {type(decoded).__name__}. Send them again as one JSON object."
+        )
+    return decoded
 
 
 def validation_message(tool_name: str, exc: pydantic.ValidationError) -> str:
