@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 import pytest
@@ -241,3 +242,11 @@ def test_unresolvable_type_hints_are_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match="type hints"):
         tool(odd)
+
+
+def test_a_parameter_without_a_json_schema_is_a_configuration_error() -> None:
+    def takes_callback(callback: Callable[[int], int]) -> int:
+        return callback(1)
+
+    with pytest.raises(ConfigurationError, match="cannot describe"):
+        tool(takes_callback)

@@ -225,7 +225,7 @@ def _build_tool(
     if timeout_seconds is not None and timeout_seconds <= 0:
         raise ConfigurationError(f"timeout_seconds must be positive, got {timeout_seconds}")
     summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
-    args_model, context_param = _args_model(fn, tool_name, arg_docs)
+    args_model, schema, context_param = _args_model(fn, tool_name, arg_docs)
     return Tool(
         name=tool_name,
         description=description or summary or tool_name,
@@ -235,7 +235,7 @@ def _build_tool(
         read_only=read_only,
         idempotent=idempotent,
         timeout_seconds=timeout_seconds,
-        parameters=_clean_schema(args_model.model_json_schema()),
+        parameters=_clean_schema(schema),
     )
 
 
@@ -245,7 +245,8 @@ def _is_valid_tool_name(name: str) -> bool:
 
 def _args_model(
     fn: ToolFunction, tool_name: str, arg_docs: Mapping[str, str]
-) -> tuple[type[pydantic.BaseModel], str | None]:
+) -> tuple[type[pydantic.BaseModel], dict[str, Any], str | None]:
+    """The pydantic model of the arguments, its JSON schema, and the context parameter."""
     try:
         hints = _parameter_hints(fn)
     except (NameError, TypeError) as exc:
@@ -276,11 +277,18 @@ def _args_model(
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
-    except (pydantic.PydanticSchemaGenerationError, NameError, TypeError, ValueError) as exc:
+        schema = model.model_json_schema()
+    except (
+        pydantic.PydanticSchemaGenerationError,
+        pydantic.PydanticInvalidForJsonSchema,
+        NameError,
+        TypeError,
+        ValueError,
+    ) as exc:
         raise ConfigurationError(
             f"tool {tool_name!r} has a parameter pydantic cannot describe: {exc}"
         ) from exc
-    return model, context_param
+    return model, schema, context_param
 
 
 def _parameter_hints(fn: ToolFunction) -> dict[str, Any]:
