@@ -37,6 +37,13 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool
+async def hang() -> str:
+    """Hang."""
+    await asyncio.sleep(60)
+    return "never"
+
+
 def results_of(message: object) -> list[str]:
     assert isinstance(message, ToolResultMessage)
     return [r.text for r in message.results]
@@ -130,12 +137,6 @@ def test_a_tool_that_raises_does_not_stop_the_run() -> None:
 
 
 def test_a_hanging_tool_times_out_and_the_run_continues() -> None:
-    @tool
-    async def hang() -> str:
-        """Hang."""
-        await asyncio.sleep(60)
-        return "never"
-
     agent = create_agent(
         ScriptedModel([[ToolCall("hang")], "moving on"]),
         tools=[hang],
@@ -304,12 +305,6 @@ def test_a_cost_limit_on_an_unpriced_model_warns_once() -> None:
 
 
 def test_the_run_timeout_stops_a_hanging_tool_and_keeps_the_history() -> None:
-    @tool
-    async def hang() -> str:
-        """Hang."""
-        await asyncio.sleep(60)
-        return "never"
-
     agent = create_agent(
         ScriptedModel([[ToolCall("add", {"a": 1, "b": 1})], [ToolCall("hang")], "unreached"]),
         tools=[add, hang],
