@@ -34,14 +34,12 @@ class Price:
 
     def cost(self, usage: Usage) -> float:
         """USD for `usage` at this price."""
-        cache_read = (
-            self.input_per_mtok if self.cache_read_per_mtok is None else (self.cache_read_per_mtok)
-        )
-        cache_write = (
-            self.input_per_mtok
-            if self.cache_write_per_mtok is None
-            else (self.cache_write_per_mtok)
-        )
+        cache_read = self.cache_read_per_mtok
+        cache_write = self.cache_write_per_mtok
+        if cache_read is None:
+            cache_read = self.input_per_mtok
+        if cache_write is None:
+            cache_write = self.input_per_mtok
         plain_input = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
         return (
             max(plain_input, 0) * self.input_per_mtok
