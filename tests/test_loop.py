@@ -434,3 +434,52 @@ def test_a_capability_that_raises_ends_the_run_with_every_call_answered() -> Non
     result = caught.value.result
     assert result is not None
     assert results_of(result.messages[-1]) == ["Tool 'add' stopped the run: 'policy table missing'"]
+
+
+def test_a_call_cut_off_by_the_output_limit_is_answered_not_run() -> None:
+    cut = AssistantMessage((ToolCall("add", '{"a": 1, "b"', "c1"),))
+    model = ScriptedModel([ModelResponse(cut, finish_reason="length"), "ok"])
+    result = create_agent(model, tools=[add]).run("go")
+    (feedback,) = results_of(result.messages[2])
+    assert feedback.startswith("Your call to `add` was cut off")
+    assert result.messages[2].results[0].is_error  # type: ignore[union-attr]
+
+
+def test_broken_json_without_a_cut_off_is_an_argument_error() -> None:
+    model = ScriptedModel([[ToolCall("add", '{"a": 1, "b"', "c1")], "ok"])
+    result = create_agent(model, tools=[add]).run("go")
+    (feedback,) = results_of(result.messages[2])
+    assert "cut off" not in feedback
+    assert "JSON" in feedback
+
+
+def test_structured_output_is_forced_after_a_failed_answer() -> None:
+    model = ScriptedModel(["I think 3", [ToolCall("final_result", {"result": 3})]])
+    result = create_agent(model, output_type=int).run("1+2?")
+    assert result.output == 3
+    assert [r.force_output for r in model.requests] == [False, True]
+    assert model.requests[1].output_spec is not None
+    assert model.requests[1].output_spec.name == "final_result"
+
+
+def test_structured_output_is_forced_once_the_budget_is_nearly_spent() -> None:
+    turns: list[object] = [[ToolCall("add", {"a": i, "b": 1})] for i in range(9)]
+    model = ScriptedModel([*turns, [ToolCall("final_result", {"result": 9})]])  # type: ignore[list-item]
+    result = create_agent(model, tools=[add], output_type=int, limits=Limits(max_steps=10)).run(
+        "go"
+    )
+    assert result.output == 9
+    assert [r.force_output for r in model.requests] == [False] * 9 + [True]
+
+
+def test_text_answers_never_force_output() -> None:
+    model = ScriptedModel(["", "done"])
+    create_agent(model).run("go")
+    assert [r.force_output for r in model.requests] == [False, False]
+
+
+def test_model_settings_must_be_a_model_settings() -> None:
+    from tether import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="model_settings must be"):
+        create_agent(ScriptedModel(["x"]), model_settings={"max_tokens": 5})  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ PUBLIC = {
     "CostUnknownWarning",
     "Limits",
     "ModelError",
+    "ModelHTTPError",
     "OutputError",
     "Price",
     "Prompt",
@@ -44,6 +45,7 @@ def test_every_error_is_a_tether_error() -> None:
     for name in (
         "ConfigurationError",
         "ModelError",
+        "ModelHTTPError",
         "OutputError",
         "RunError",
         "ScriptExhaustedError",
@@ -61,10 +63,15 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "psycopg",
         "genai_prices",
         "httpx",
+        "httpx2",
         "docstring_parser",
     ]
     code = (
         "import sys, json, tether, tether.models, tether.tools, tether.events;"
+        "from tether.models.anthropic import AnthropicModel;"
+        "from tether.models.openai import OpenAIModel;"
+        "from tether.models.langchain import LangChainModel;"
+        "from tether.models.profiles import ModelProfile;"
         f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -18,6 +18,7 @@ from tether.limits import Limits
 from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
 from tether.models.base import Model, ModelSettings, ToolSpec
 from tether.models.prices import Price, PriceBook
+from tether.models.resolve import infer_model
 from tether.output import FINAL_RESULT, OutputSpec
 from tether.prompt import assemble_system_prompt
 from tether.tools.tool import Tool, tool
@@ -204,6 +205,11 @@ def create_agent(
         or output_retries < 0
     ):
         raise ConfigurationError(f"output_retries must be an integer >= 0, got {output_retries!r}")
+    if model_settings is not None and not isinstance(model_settings, ModelSettings):
+        raise ConfigurationError(
+            f"model_settings must be a tether.models.ModelSettings, "
+            f"got {type(model_settings).__name__}"
+        )
     for capability in capabilities:
         if not isinstance(capability, Capability):
             raise ConfigurationError(
@@ -211,7 +217,8 @@ def create_agent(
             )
     all_capabilities = (DanglingToolCallRepair(), *capabilities)
     output = OutputSpec(output_type)
-    plan = _make_plan(tool_list, all_capabilities, output, system_prompt, prices)
+    price_book = PriceBook(prices, model=resolved)
+    plan = _make_plan(tool_list, all_capabilities, output, system_prompt, price_book)
     return Agent(
         model=resolved,
         tools=tool_list,
@@ -230,7 +237,7 @@ def _make_plan(
     capabilities: tuple[Capability, ...],
     output: OutputSpec,
     system_prompt: str | None,
-    prices: Mapping[str, Price] | None,
+    prices: PriceBook,
 ) -> _Plan:
     every_tool = (*tools, *(t for c in capabilities for t in c.tools()))
     by_name: dict[str, Tool] = {}
@@ -259,7 +266,7 @@ def _make_plan(
         tool_specs=specs,
         system_prompt=assemble_system_prompt(system_prompt, sections),
         output=output,
-        prices=PriceBook(prices),
+        prices=prices,
         on_run_start=hooked("on_run_start"),
         before_model=hooked("before_model"),
         after_model=hooked("after_model"),
@@ -269,10 +276,7 @@ def _make_plan(
 
 def _resolve_model(model: Model | str) -> Model:
     if isinstance(model, str):
-        raise ConfigurationError(
-            f"cannot resolve model {model!r}: pass a Model instance such as "
-            "tether.models.ScriptedModel"
-        )
+        return infer_model(model)
     if not isinstance(model, Model):
         raise ConfigurationError(
             f"model must implement tether.models.Model (name, provider, request, stream), "

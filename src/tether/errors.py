@@ -4,6 +4,7 @@
 TetherError                  root; `.result` holds the partial RunResult when it ended a run
 ├── ConfigurationError       API misuse: a bad argument to create_agent, @tool, Limits, a model
 ├── ModelError               a model could not produce a response
+│   ├── ModelHTTPError       the provider answered with an HTTP error (after any retries)
 │   └── ScriptExhaustedError a ScriptedModel was asked for more turns than it has
 ├── ToolFatalError           raised by a tool to stop the run on purpose
 ├── OutputError              the model never produced a valid final answer
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigurationError",
     "CostUnknownWarning",
     "ModelError",
+    "ModelHTTPError",
     "OutputError",
     "RunError",
     "ScriptExhaustedError",
@@ -53,6 +55,18 @@ class ConfigurationError(TetherError, ValueError):
 
 class ModelError(TetherError):
     """A model could not produce a response."""
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with an HTTP error status, after any retries were spent.
+
+    `status_code` is the HTTP status and `body` the provider's error payload, if any.
+    """
+
+    def __init__(self, message: str, *, status_code: int, body: object = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
 
 
 class ScriptExhaustedError(ModelError):

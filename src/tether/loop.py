@@ -88,6 +88,7 @@ class _Run:
         self.output: Any = None
         self.output_failures = 0
         self.wrapped_up = False
+        self.force_output = False
         self.warned_unknown_cost = False
         self.loops = LoopDetector()
         self.handle_tool: ToolHandler = self._invoke_tool
@@ -133,7 +134,7 @@ class _Run:
         self._record(response)
         calls = response.message.tool_calls
         if calls:
-            await self._handle_calls(calls)
+            await self._handle_calls(calls, cut_off=response.finish_reason == "length")
             if self.stop_reason is None:
                 self._check_loops(calls)
         else:
@@ -148,6 +149,7 @@ class _Run:
             return True
         if share >= self.agent.limits.wrap_up_at and not self.wrapped_up:
             self.wrapped_up = True
+            self.force_output = True
             finish = (
                 f"call `{FINAL_RESULT}` with your best answer"
                 if self.plan.output.structured
@@ -181,6 +183,7 @@ class _Run:
             tools=plan.tool_specs,
             settings=self.agent.model_settings,
             output_tool=FINAL_RESULT if plan.output.structured else None,
+            force_output=self.force_output and plan.output.structured,
         )
         for capability in plan.before_model:
             request = await capability.before_model(self.state, request)
@@ -257,6 +260,7 @@ class _Run:
     def _output_failed(self, reason: str, correction: str | None) -> None:
         """Count a failed final answer; ask again, or give up past `output_retries`."""
         self.output_failures += 1
+        self.force_output = True
         if self.output_failures > self.agent.output_retries:
             raise OutputError(
                 f"no valid final answer after {self.agent.output_retries} retries; "
@@ -270,8 +274,10 @@ class _Run:
 
     # -- tools -------------------------------------------------------------------
 
-    async def _handle_calls(self, calls: list[ToolCall]) -> None:
+    async def _handle_calls(self, calls: list[ToolCall], *, cut_off: bool) -> None:
         results: list[ToolResult | None] = [None] * len(calls)
+        if cut_off:
+            self._refuse_cut_off(calls, results)
         answer_error = self._take_answer(calls, results)
         to_run = [i for i, result in enumerate(results) if result is None]
         if self.stop_reason == "completed":
@@ -289,6 +295,18 @@ class _Run:
         if answer_error is not None:
             self._output_failed(answer_error, None)
 
+    def _refuse_cut_off(self, calls: list[ToolCall], results: list[ToolResult | None]) -> None:
+        """Calls whose arguments the output limit cut short are answered, never run."""
+        state = self.state
+        for i, call in enumerate(calls):
+            if isinstance(call.args, str):
+                state.emit(ToolCallStarted(state.path, call))
+                result = ToolResult.of(
+                    call, prompts.render("cut_off", tool=call.name), is_error=True
+                )
+                results[i] = result
+                state.emit(ToolCallFinished(state.path, call, result))
+
     def _take_answer(self, calls: list[ToolCall], results: list[ToolResult | None]) -> str | None:
         """Check `final_result` calls in order; the first valid one is the answer.
 
@@ -299,7 +317,7 @@ class _Run:
             return None
         error: str | None = None
         for i, call in enumerate(calls):
-            if call.name != FINAL_RESULT:
+            if call.name != FINAL_RESULT or results[i] is not None:
                 continue
             self.state.emit(ToolCallStarted(self.state.path, call))
             if self.stop_reason == "completed":

@@ -71,10 +71,18 @@ class BinaryPart:
 
 @dataclass(frozen=True, slots=True)
 class ThinkingPart:
-    """A model's visible reasoning; `signature` lets providers verify it when sent back."""
+    """A model's reasoning, kept so it can be sent back to the provider that made it.
+
+    `signature` is the provider's opaque proof or encrypted reasoning, `id` its item id,
+    and `provider` says whose it is: other providers never receive it. A `redacted`
+    part has no readable text; its `signature` holds the encrypted content.
+    """
 
     text: str
     signature: str | None = None
+    provider: str | None = None
+    id: str | None = None
+    redacted: bool = False
     kind: Literal["thinking"] = "thinking"
 
 

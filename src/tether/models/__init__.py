@@ -1,4 +1,8 @@
-"""Models: the `Model` protocol, and `ScriptedModel` / `FunctionModel` for tests."""
+"""Models: the `Model` protocol, model strings, and `ScriptedModel` / `FunctionModel` for tests.
+
+Provider adapters live in their own modules so their SDKs load only when used:
+`tether.models.anthropic`, `tether.models.openai`, `tether.models.langchain`.
+"""
 
 from tether.models.base import (
     Model,
@@ -11,11 +15,14 @@ from tether.models.base import (
     response_of,
 )
 from tether.models.prices import Price
+from tether.models.profiles import ModelProfile, profile_for
+from tether.models.resolve import infer_model
 from tether.models.scripted import FunctionModel, ScriptedModel, Turn
 
 __all__ = [
     "FunctionModel",
     "Model",
+    "ModelProfile",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
@@ -25,5 +32,7 @@ __all__ = [
     "StreamItem",
     "ToolSpec",
     "Turn",
+    "infer_model",
+    "profile_for",
     "response_of",
 ]

@@ -45,7 +45,9 @@ class ModelRequest:
     """Everything a model is asked in one turn.
 
     `output_tool` names the tool that delivers the final structured answer, when the
-    agent has one, so adapters with native structured output can use it.
+    agent has one. `force_output` is set once the model has failed to give that answer
+    (or the budget is nearly spent): adapters then make the model answer, with native
+    JSON-schema output or by forcing the tool, where the provider supports it.
     """
 
     system_prompt: str
@@ -53,11 +55,24 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     settings: ModelSettings = ModelSettings()
     output_tool: str | None = None
+    force_output: bool = False
+
+    @property
+    def output_spec(self) -> ToolSpec | None:
+        """The spec of `output_tool`, when there is one."""
+        if self.output_tool is None:
+            return None
+        return next((t for t in self.tools if t.name == self.output_tool), None)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
-    """A model's complete reply. `finish_reason` is the provider's, normalized when known."""
+    """A model's complete reply.
+
+    `finish_reason` is normalized to "stop", "tool_calls", "length" (cut off by the
+    output limit) or "content_filter" when the provider's reason maps to one, and is
+    the provider's own word otherwise.
+    """
 
     message: AssistantMessage
     finish_reason: str | None = None

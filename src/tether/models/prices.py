@@ -57,11 +57,13 @@ _UNKNOWN = object()
 class PriceBook:
     """Looks up prices once per model and computes the cost of each response.
 
-    `overrides` maps "provider:model" or "model" to a `Price` and wins over genai-prices.
+    `overrides` maps "provider:model" or "model" to a `Price`; it wins over the price in
+    `model`'s profile (when it has one), which wins over genai-prices.
     """
 
-    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+    def __init__(self, overrides: Mapping[str, Price] | None = None, *, model: Any = None) -> None:
         self._table = {**_BUILTIN, **(overrides or {})}
+        self._model = model
         self._resolved: dict[tuple[str, str | None], Any] = {}
 
     def knows(self, model: str, provider: str | None) -> bool:
@@ -87,6 +89,9 @@ class PriceBook:
         for name in (f"{provider}:{model}" if provider else None, model):
             if name is not None and name in self._table:
                 return self._table[name]
+        profile_price = getattr(getattr(self._model, "profile", None), "price", None)
+        if isinstance(profile_price, Price):
+            return profile_price
         import genai_prices  # imported here: it costs ~0.2 s and pulls in httpx
 
         try:

@@ -92,6 +92,7 @@ class Tool:
 
     async def _call(self, args: pydantic.BaseModel, context: ToolContext) -> Any:
         kwargs = dict(vars(args))  # the validated fields, nested models kept as models
+        kwargs.update(args.__pydantic_extra__ or {})  # models that allow extra fields
         if self.context_param is not None:
             kwargs[self.context_param] = context
         if self._is_async:

@@ -1,0 +1,111 @@
+"""What the provider adapters share: lazy SDK imports, keys, clients per event loop, errors.
+
+Both official SDKs (anthropic, openai) retry 408/409/429/5xx, connection errors and
+timeouts with exponential backoff and jitter, honouring `retry-after`; tether sets how
+many times and turns what is left into a `ModelError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import weakref
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Generic, TypeVar
+
+from tether.errors import ConfigurationError, ModelError, ModelHTTPError
+
+__all__ = ["LoopClients", "env_key", "model_error", "require"]
+
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+Client = TypeVar("Client")
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import an optional SDK, or say which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"this model needs the {module!r} package: pip install 'tether[{extra}]'"
+        ) from exc
+
+
+def env_key(given: str | None, variable: str, *, provider: str) -> str:
+    """The API key passed in, or the one in `variable`; a clear error when neither is set."""
+    key = given if given is not None else os.environ.get(variable)
+    if not key:
+        raise ConfigurationError(
+            f"no {provider} API key: set the {variable} environment variable "
+            "or pass api_key=... (or a ready client=...)"
+        )
+    return key
+
+
+class LoopClients(Generic[Client]):
+    """One SDK client per event loop.
+
+    An async HTTP client's connections belong to the loop that opened them, and every
+    `agent.run()` call starts a new loop; a user-supplied client is used as it is.
+    """
+
+    def __init__(self, make: Callable[[], Client], given: Client | None = None) -> None:
+        self._make = make
+        self._given = given
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> Client:
+        """The client for the running loop, made on first use."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:
+            client = self._by_loop[loop] = self._make()
+        return client
+
+
+def model_error(exc: BaseException, *, provider: str, model: str, key_hint: str) -> ModelError:
+    """A `ModelError` for an SDK exception, saying what went wrong and what to do."""
+    status = getattr(exc, "status_code", None)
+    detail = _detail(exc)
+    if not isinstance(status, int):
+        return ModelError(
+            f"{provider} request for {model!r} failed: {type(exc).__name__}: {detail}"
+        )
+    if status in (401, 403):
+        text = f"{provider} refused the credentials (HTTP {status}): {detail}. Check {key_hint}."
+    elif status == 404:
+        text = f"{provider} does not know model {model!r} (HTTP 404): {detail}"
+    elif status == 429 or status >= 500:
+        text = f"{provider} kept failing (HTTP {status}) after the retries were spent: {detail}"
+    else:
+        text = f"{provider} rejected the request for {model!r} (HTTP {status}): {detail}"
+    return ModelHTTPError(text, status_code=status, body=getattr(exc, "body", None))
+
+
+def _detail(exc: BaseException) -> str:
+    """The provider's own error message when the body has one, else the exception's."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return str(getattr(exc, "message", None) or exc)
+
+
+def schema_name(name: str) -> str:
+    """A name the providers accept for a JSON schema: letters, digits, `_` and `-`."""
+    cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+    return cleaned[:64] or "output"
+
+
+def usage_int(value: Any) -> int:
+    """A token count from a usage field that may be missing or None."""
+    return value if isinstance(value, int) else 0

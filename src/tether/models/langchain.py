@@ -1,0 +1,309 @@
+"""Bring LangChain chat models and tools to tether (extra `tether[langchain]`).
+
+```python
+from langchain_anthropic import ChatAnthropic
+from tether.models.langchain import LangChainModel, tools_from_langchain
+
+agent = create_agent(LangChainModel(ChatAnthropic(model="claude-sonnet-5-5")),
+                     tools=tools_from_langchain([search_tool]))
+```
+
+The chat model keeps its own client, retries and settings; tether drives it through
+`bind_tools` and `astream`. Its thinking is shown and kept in the history, but is not
+sent back to it (LangChain has no provider-neutral way to return signed reasoning).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import pydantic
+
+from tether.errors import ConfigurationError, ModelError
+from tether.messages import (
+    AssistantMessage,
+    AssistantPart,
+    BinaryPart,
+    ContentPart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
+from tether.models import _sdk
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem, response_of
+from tether.models.profiles import ModelProfile, profile_for
+from tether.tools.tool import Tool
+
+__all__ = ["LangChainModel", "tools_from_langchain"]
+
+_FINISH = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "STOP": "stop",
+    "tool_calls": "tool_calls",
+    "tool_use": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "MAX_TOKENS": "length",
+}
+
+
+class LangChainModel:
+    """A `langchain_core` `BaseChatModel` as a tether model.
+
+    `name` and `provider` default to what the model reports for LangSmith (its model
+    name and provider), which tether uses to find the price.
+    """
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        name: str | None = None,
+        provider: str | None = None,
+        profile: ModelProfile | None = None,
+    ) -> None:
+        lc = _sdk.require("langchain_core.language_models", "langchain")
+        if not isinstance(chat_model, lc.BaseChatModel):
+            raise ConfigurationError(
+                f"LangChainModel takes a langchain_core BaseChatModel, "
+                f"got {type(chat_model).__name__}"
+            )
+        self.chat_model = chat_model
+        reported = _ls_params(chat_model)
+        self._name = name or reported.get("ls_model_name") or type(chat_model).__name__
+        self._provider = provider or reported.get("ls_provider")
+        self._profile = profile
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str | None:
+        return self._provider
+
+    @property
+    def profile(self) -> ModelProfile:
+        """This model's limits and features (see `tether.models.profiles`)."""
+        if self._profile is None:
+            self._profile = profile_for(self._provider, self._name)
+        return self._profile
+
+    def __repr__(self) -> str:
+        return f"LangChainModel({type(self.chat_model).__name__}, name={self._name!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return await response_of(self.stream(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        runnable = self._bound(request)
+        messages = to_langchain(request.system_prompt, request.messages)
+        settings = request.settings
+        kwargs: dict[str, Any] = dict(settings.extra)
+        if settings.max_tokens is not None:
+            kwargs["max_tokens"] = settings.max_tokens
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        full: Any = None
+        call_ids: dict[int, str] = {}
+        try:
+            async for chunk in runnable.astream(messages, **kwargs):
+                full = chunk if full is None else full + chunk
+                for delta in _deltas(chunk, call_ids):
+                    yield delta
+        except Exception as exc:
+            if getattr(exc, "status_code", None) is None:
+                raise ModelError(f"{self._name} failed: {type(exc).__name__}: {exc}") from exc
+            raise _sdk.model_error(
+                exc, provider=self._provider or "the provider", model=self._name, key_hint="its key"
+            ) from exc
+        if full is None:
+            raise ModelError(f"{self._name} streamed nothing")
+        yield self._response(full)
+
+    def _bound(self, request: ModelRequest) -> Any:
+        if not request.tools:
+            return self.chat_model
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                },
+            }
+            for t in request.tools
+        ]
+        output = request.output_spec
+        choice = output.name if request.force_output and output is not None else None
+        try:
+            return self.chat_model.bind_tools(tools, tool_choice=choice)
+        except NotImplementedError as exc:
+            raise ConfigurationError(
+                f"{type(self.chat_model).__name__} does not support tools (no bind_tools)"
+            ) from exc
+
+    def _response(self, full: Any) -> ModelResponse:
+        parts: list[AssistantPart] = []
+        for block in full.content_blocks:
+            kind = block.get("type")
+            if kind == "reasoning" and block.get("reasoning"):
+                parts.append(ThinkingPart(block["reasoning"], provider=self._provider))
+            elif kind == "text" and block.get("text"):
+                parts.append(TextPart(block["text"]))
+        for call in full.tool_calls:
+            parts.append(ToolCall(call["name"], dict(call["args"]), call["id"] or _new_id()))
+        for call in full.invalid_tool_calls:
+            parts.append(ToolCall(call["name"] or "", call["args"] or "", call["id"] or _new_id()))
+        metadata = full.response_metadata or {}
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+        finish = _FINISH.get(reason, reason) if isinstance(reason, str) else None
+        if (
+            finish == "length"
+            and parts
+            and isinstance(parts[-1], ToolCall)
+            and full.tool_call_chunks
+        ):
+            # Cut off mid-call: LangChain's partial parse would make it look complete.
+            last = parts[-1]
+            parts[-1] = ToolCall(last.name, full.tool_call_chunks[-1].get("args") or "", last.id)
+        model_name = metadata.get("model_name") or metadata.get("model") or self._name
+        return ModelResponse(
+            AssistantMessage(tuple(parts), model_name, _usage(full.usage_metadata)), finish
+        )
+
+
+def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
+    """LangChain `BaseTool`s (e.g. from `@langchain_core.tools.tool`) as tether tools.
+
+    The model sees the same schema LangChain would send; LangChain validates the
+    arguments and runs the tool, and its errors go back to the model as tool errors.
+    """
+    lc_tools = _sdk.require("langchain_core.tools", "langchain")
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    converted = []
+    for lc_tool in tools:
+        if not isinstance(lc_tool, lc_tools.BaseTool):
+            raise ConfigurationError(
+                f"tools_from_langchain takes LangChain BaseTool objects, "
+                f"got {type(lc_tool).__name__}"
+            )
+        schema = convert_to_openai_tool(lc_tool)["function"]
+
+        async def run(_lc_tool: Any = lc_tool, **args: Any) -> Any:
+            return await _lc_tool.ainvoke(args)
+
+        converted.append(
+            Tool(
+                name=lc_tool.name,
+                description=schema.get("description") or lc_tool.name,
+                args_model=_AnyArgs,
+                function=run,
+                parameters=schema.get("parameters") or {"type": "object", "properties": {}},
+            )
+        )
+    return converted
+
+
+class _AnyArgs(pydantic.BaseModel):
+    """LangChain validates its own tools' arguments; tether passes them through."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+def to_langchain(system_prompt: str, messages: Sequence[Message]) -> list[Any]:
+    """tether messages as LangChain messages, the system prompt first."""
+    from langchain_core import messages as lc
+
+    out: list[Any] = [lc.SystemMessage(system_prompt)] if system_prompt else []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            calls = [
+                {
+                    "name": c.name,
+                    "args": c.args if isinstance(c.args, dict) else {},
+                    "id": c.id,
+                    "type": "tool_call",
+                }
+                for c in message.tool_calls
+            ]
+            out.append(lc.AIMessage(content=message.text, tool_calls=calls))
+        elif isinstance(message, ToolResultMessage):
+            out += [
+                lc.ToolMessage(
+                    content=_content(r.content),
+                    tool_call_id=r.call_id,
+                    name=r.name,
+                    status="error" if r.is_error else "success",
+                )
+                for r in message.results
+            ]
+        else:
+            out.append(lc.HumanMessage(content=_content(message.content)))
+    return out
+
+
+def _content(parts: Sequence[ContentPart]) -> Any:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    return [_block(p) for p in parts]
+
+
+def _block(part: ContentPart) -> dict[str, Any]:
+    """A LangChain standard content block."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    kind = "file" if isinstance(part, BinaryPart) and part.category == "document" else part.category
+    return {
+        "type": kind,
+        "base64": base64.b64encode(part.data).decode(),
+        "mime_type": part.media_type,
+    }
+
+
+def _deltas(chunk: Any, call_ids: dict[int, str]) -> list[StreamDelta]:
+    deltas = []
+    text = chunk.text
+    if text:
+        deltas.append(StreamDelta("text", text))
+    for piece in chunk.tool_call_chunks:
+        index = piece.get("index") or 0
+        if piece.get("id"):
+            call_ids[index] = piece["id"]
+        if piece.get("args"):
+            deltas.append(StreamDelta("tool_call", piece["args"], call_ids.get(index)))
+    return deltas
+
+
+def _usage(metadata: Any) -> Usage:
+    if not metadata:
+        return Usage(requests=1)
+    details = metadata.get("input_token_details") or {}
+    return Usage(
+        input_tokens=_sdk.usage_int(metadata.get("input_tokens")),
+        output_tokens=_sdk.usage_int(metadata.get("output_tokens")),
+        cache_read_tokens=_sdk.usage_int(details.get("cache_read")),
+        cache_write_tokens=_sdk.usage_int(details.get("cache_creation")),
+        requests=1,
+    )
+
+
+def _ls_params(chat_model: Any) -> dict[str, Any]:
+    try:
+        return dict(chat_model._get_ls_params())
+    except Exception:  # a model that cannot describe itself just has no defaults
+        return {}
+
+
+def _new_id() -> str:
+    from tether.messages import new_call_id
+
+    return new_call_id()

@@ -1,0 +1,562 @@
+"""OpenAI's models, and any server that speaks its API, through the official `openai` SDK.
+
+```python
+from tether.models.openai import OpenAIModel
+OpenAIModel("gpt-5.2")                                         # Responses API, OPENAI_API_KEY
+OpenAIModel("qwen3", base_url="http://localhost:8000/v1")       # Chat Completions
+```
+
+With no `base_url` (and no `OPENAI_BASE_URL`) the model talks to OpenAI through the
+Responses API. With one, it speaks Chat Completions, which vLLM, Ollama, llama.cpp's
+server, LiteLLM and OpenRouter all serve; `api=` picks either explicitly.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.errors import ModelError
+from tether.messages import (
+    AssistantMessage,
+    AssistantPart,
+    BinaryPart,
+    ContentPart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    new_call_id,
+)
+from tether.models import _sdk
+from tether.models.base import (
+    ModelRequest,
+    ModelResponse,
+    StreamDelta,
+    StreamItem,
+    ToolSpec,
+    response_of,
+)
+from tether.models.profiles import ModelProfile, profile_for
+
+__all__ = ["OpenAIModel"]
+
+PROVIDER = "openai"
+_NO_KEY = "not-needed"  # compatible servers usually ignore the key, but the SDK wants one
+
+
+class OpenAIModel:
+    """A model behind the OpenAI API or a compatible server.
+
+    `client` takes a ready `openai.AsyncOpenAI` (Azure, a proxy); otherwise one is made
+    per event loop from `api_key` (default: `OPENAI_API_KEY`, optional with a
+    `base_url`), `base_url` (default: `OPENAI_BASE_URL`) and `http_client`. The SDK
+    retries rate limits, server errors and dropped connections `max_retries` times with
+    backoff, honouring `retry-after`. `provider` names who serves the model, for prices
+    and profiles: "openai" without a `base_url`, unknown with one.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        api: Literal["chat", "responses"] | None = None,
+        client: Any = None,
+        http_client: Any = None,
+        max_retries: int = _sdk.DEFAULT_MAX_RETRIES,
+        timeout_seconds: float = _sdk.DEFAULT_TIMEOUT_SECONDS,
+        provider: str | None = None,
+        profile: ModelProfile | None = None,
+    ) -> None:
+        self._sdk = _sdk.require("openai", "openai")
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        compatible = base_url is not None
+        self._name = name
+        self._api = api or ("chat" if compatible else "responses")
+        self._provider = provider if provider is not None else (None if compatible else PROVIDER)
+        self._timeout = timeout_seconds
+        self._profile = profile
+        if client is None:
+            if compatible:
+                key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
+            else:
+                key = _sdk.env_key(api_key, "OPENAI_API_KEY", provider=PROVIDER)
+            make = functools.partial(
+                self._sdk.AsyncOpenAI,
+                api_key=key,
+                base_url=base_url,
+                max_retries=max_retries,
+                timeout=timeout_seconds,
+                http_client=http_client,
+            )
+            self._clients: _sdk.LoopClients[Any] = _sdk.LoopClients(make)
+        else:
+            self._clients = _sdk.LoopClients(lambda: None, client)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str | None:
+        return self._provider
+
+    @property
+    def api(self) -> Literal["chat", "responses"]:
+        """Which OpenAI API this model speaks."""
+        return "chat" if self._api == "chat" else "responses"
+
+    @property
+    def profile(self) -> ModelProfile:
+        """This model's limits and features (see `tether.models.profiles`)."""
+        if self._profile is None:
+            self._profile = profile_for(self._provider, self._name)
+        return self._profile
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self._name!r}, api={self.api!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return await response_of(self.stream(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        client = self._clients.get()
+        try:
+            if self.api == "chat":
+                events = await client.chat.completions.create(**self.chat_params(request))
+                reader: _ChatReader | _ResponsesReader = _ChatReader(self._name)
+            else:
+                events = await client.responses.create(**self.responses_params(request))
+                reader = _ResponsesReader(self._name)
+            async for event in events:
+                for delta in reader.read(event):
+                    yield delta
+        except self._sdk.APIError as exc:
+            raise _sdk.model_error(
+                exc, provider=self._provider or "the server", model=self._name, key_hint=_KEY_HINT
+            ) from exc
+        yield reader.response()
+
+    # -- Chat Completions --------------------------------------------------------
+
+    def chat_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` for `request`."""
+        settings = request.settings
+        messages: list[dict[str, Any]] = []
+        if request.system_prompt:
+            messages.append({"role": "system", "content": request.system_prompt})
+        messages += _chat_messages(request.messages)
+        params: dict[str, Any] = {
+            "model": self._name,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": settings.timeout_seconds or self._timeout,
+        }
+        if request.tools:
+            params["tools"] = [_chat_tool(t) for t in request.tools]
+        if settings.max_tokens is not None:
+            # OpenAI's reasoning models only take the new name; other servers know the old.
+            key = "max_completion_tokens" if self._provider == PROVIDER else "max_tokens"
+            params[key] = settings.max_tokens
+        if settings.temperature is not None:
+            params["temperature"] = settings.temperature
+        output = request.output_spec
+        if request.force_output and output is not None:
+            if self.profile.supports_structured_output:
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": _sdk.schema_name(output.name),
+                        "schema": dict(output.parameters),
+                    },
+                }
+                params["tool_choice"] = "none"
+            else:
+                params["tool_choice"] = {"type": "function", "function": {"name": output.name}}
+        if settings.extra:
+            params["extra_body"] = dict(settings.extra)
+        return params
+
+    # -- Responses ---------------------------------------------------------------
+
+    def responses_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `responses.create` for `request`."""
+        settings = request.settings
+        params: dict[str, Any] = {
+            "model": self._name,
+            "input": _responses_input(request.messages),
+            "stream": True,
+            "store": False,
+            "timeout": settings.timeout_seconds or self._timeout,
+        }
+        if request.system_prompt:
+            params["instructions"] = request.system_prompt
+        if self.profile.supports_thinking:
+            # Stateless turns: reasoning comes back encrypted and is sent with the next turn.
+            params["include"] = ["reasoning.encrypted_content"]
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        if settings.max_tokens is not None:
+            params["max_output_tokens"] = settings.max_tokens
+        if settings.temperature is not None:
+            params["temperature"] = settings.temperature
+        output = request.output_spec
+        if request.force_output and output is not None:
+            params["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": _sdk.schema_name(output.name),
+                    "schema": dict(output.parameters),
+                    "strict": False,
+                }
+            }
+            params["tool_choice"] = "none"
+        if settings.extra:
+            params["extra_body"] = dict(settings.extra)
+        return params
+
+
+_KEY_HINT = "OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)"
+
+
+# -- reading Chat Completions streams ----------------------------------------------
+
+
+@dataclass
+class _ChatCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _ChatReader:
+    """Builds one response from streamed chat completion chunks."""
+
+    model: str
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: dict[int, _ChatCall] = field(default_factory=dict)
+    finish: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model_name: str | None = None
+
+    def read(self, chunk: Any) -> list[StreamDelta]:
+        self.model_name = chunk.model or self.model_name
+        if chunk.usage is not None:
+            self.usage = _chat_usage(chunk.usage)
+        if not chunk.choices:
+            return []
+        choice = chunk.choices[0]
+        self.finish = choice.finish_reason or self.finish
+        delta = choice.delta
+        deltas: list[StreamDelta] = []
+        # Reasoning servers (vLLM, DeepSeek, OpenRouter, Ollama) add one of these fields.
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        if isinstance(reasoning, str) and reasoning:
+            self.thinking.append(reasoning)
+            deltas.append(StreamDelta("thinking", reasoning))
+        if delta.content:
+            self.text.append(delta.content)
+            deltas.append(StreamDelta("text", delta.content))
+        for piece in delta.tool_calls or ():
+            call = self.calls.setdefault(piece.index, _ChatCall())
+            call.id = piece.id or call.id
+            if piece.function is None:
+                continue
+            call.name += piece.function.name or ""
+            if piece.function.arguments:
+                call.arguments += piece.function.arguments
+                deltas.append(StreamDelta("tool_call", piece.function.arguments, call.id or None))
+        return deltas
+
+    def response(self) -> ModelResponse:
+        if self.finish is None:
+            raise ModelError("the stream ended before the reply was complete")
+        parts: list[AssistantPart] = []
+        if self.thinking:
+            parts.append(ThinkingPart("".join(self.thinking)))
+        if self.text:
+            parts.append(TextPart("".join(self.text)))
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        for n, call in enumerate(calls):
+            cut = self.finish == "length" and n == len(calls) - 1
+            args = call.arguments if cut else _decode(call.arguments)
+            parts.append(ToolCall(call.name, args, call.id or new_call_id()))
+        finish = "tool_calls" if self.finish == "function_call" else self.finish
+        message = AssistantMessage(tuple(parts), self.model_name or self.model, self.usage)
+        return ModelResponse(message, finish)
+
+
+def _chat_usage(usage: Any) -> Usage:
+    details = usage.prompt_tokens_details
+    return Usage(
+        input_tokens=_sdk.usage_int(usage.prompt_tokens),
+        output_tokens=_sdk.usage_int(usage.completion_tokens),
+        cache_read_tokens=_sdk.usage_int(getattr(details, "cached_tokens", None)),
+        cache_write_tokens=_sdk.usage_int(getattr(details, "cache_write_tokens", None)),
+        requests=1,
+    )
+
+
+# -- reading Responses streams -----------------------------------------------------
+
+
+@dataclass
+class _ResponsesReader:
+    """Forwards deltas from Responses stream events and keeps the final response."""
+
+    model: str
+    call_ids: dict[str, str] = field(default_factory=dict)
+    final: Any = None
+
+    def read(self, event: Any) -> list[StreamDelta]:
+        delta = self._delta(event)
+        return [] if delta is None else [delta]
+
+    def _delta(self, event: Any) -> StreamDelta | None:
+        kind = event.type
+        if kind == "response.output_text.delta":
+            return StreamDelta("text", event.delta)
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return StreamDelta("thinking", event.delta)
+        if kind == "response.output_item.added" and event.item.type == "function_call":
+            self.call_ids[event.item.id or ""] = event.item.call_id
+        elif kind == "response.function_call_arguments.delta":
+            return StreamDelta("tool_call", event.delta, self.call_ids.get(event.item_id))
+        elif kind in ("response.completed", "response.incomplete"):
+            self.final = event.response
+        elif kind == "response.failed":
+            error = event.response.error
+            raise ModelError(f"{PROVIDER} failed the response: {getattr(error, 'message', error)}")
+        elif kind == "error":
+            raise ModelError(f"{PROVIDER} stream error: {event.message}")
+        return None
+
+    def response(self) -> ModelResponse:
+        final = self.final
+        if final is None:
+            raise ModelError("the stream ended before the reply was complete")
+        reason = getattr(final.incomplete_details, "reason", None)
+        finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
+            str(reason), reason
+        )
+        parts = _responses_parts(final.output, cut=finish == "length")
+        if finish is None:
+            finish = "tool_calls" if any(isinstance(p, ToolCall) for p in parts) else "stop"
+        usage = final.usage
+        message = AssistantMessage(
+            tuple(parts),
+            final.model or self.model,
+            Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=_sdk.usage_int(usage.input_tokens_details.cached_tokens),
+                cache_write_tokens=_sdk.usage_int(
+                    getattr(usage.input_tokens_details, "cache_write_tokens", None)
+                ),
+                requests=1,
+            )
+            if usage is not None
+            else Usage(requests=1),
+        )
+        return ModelResponse(message, finish)
+
+
+def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]:
+    items = list(output)
+    parts: list[AssistantPart] = []
+    for n, item in enumerate(items):
+        if item.type == "message":
+            text = "".join(
+                getattr(c, "text", None) or getattr(c, "refusal", None) or "" for c in item.content
+            )
+            if text:
+                parts.append(TextPart(text))
+        elif item.type == "reasoning":
+            summary = "\n\n".join(s.text for s in item.summary)
+            parts.append(ThinkingPart(summary, item.encrypted_content, PROVIDER, item.id))
+        elif item.type == "function_call":
+            truncated = cut and n == len(items) - 1
+            args = item.arguments if truncated else _decode(item.arguments)
+            parts.append(ToolCall(item.name, args, item.call_id))
+    return parts
+
+
+# -- writing requests --------------------------------------------------------------
+
+
+def _decode(arguments: str) -> dict[str, Any] | str:
+    """Tool arguments as an object, or the raw text when they are not a JSON object."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+    return value if isinstance(value, dict) else arguments
+
+
+def _encode(args: dict[str, Any] | str) -> str:
+    """Arguments for the wire: never broken JSON, even for a call that was cut off."""
+    return json.dumps(args) if isinstance(args, dict) else "{}"
+
+
+def _chat_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": dict(spec.parameters),
+        },
+    }
+
+
+def _chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            calls = message.tool_calls
+            if calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": _encode(c.args)},
+                    }
+                    for c in calls
+                ]
+            out.append(entry)
+        elif isinstance(message, ToolResultMessage):
+            media: list[ContentPart] = []
+            for result in message.results:
+                binary = [p for p in result.content if isinstance(p, BinaryPart)]
+                note = "\n(attached below)" if binary else ""
+                out.append(
+                    {"role": "tool", "tool_call_id": result.call_id, "content": result.text + note}
+                )
+                media += binary
+            if media:  # tool messages carry text only; media follows as a user turn
+                out.append({"role": "user", "content": _chat_content(media)})
+        else:
+            out.append({"role": "user", "content": _chat_content(message.content)})
+    return out
+
+
+def _chat_content(parts: Iterable[ContentPart]) -> str | list[dict[str, Any]]:
+    parts = tuple(parts)
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            blocks.append({"type": "text", "text": part.text})
+        elif part.category == "image":
+            blocks.append({"type": "image_url", "image_url": {"url": _data_url(part)}})
+        elif part.media_type in ("audio/wav", "audio/x-wav", "audio/mpeg", "audio/mp3"):
+            audio_format = "wav" if "wav" in part.media_type else "mp3"
+            data = base64.b64encode(part.data).decode()
+            blocks.append(
+                {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
+            )
+        elif part.media_type == "application/pdf":
+            file = {"filename": "document.pdf", "file_data": _data_url(part)}
+            blocks.append({"type": "file", "file": file})
+        else:
+            blocks.append({"type": "text", "text": _omitted(part)})
+    return blocks
+
+
+def _responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            items += _responses_assistant(message)
+        elif isinstance(message, ToolResultMessage):
+            items += [
+                {
+                    "type": "function_call_output",
+                    "call_id": r.call_id,
+                    "output": r.text
+                    if all(isinstance(p, TextPart) for p in r.content)
+                    else _responses_content(r.content),
+                }
+                for r in message.results
+            ]
+        else:
+            items.append({"role": "user", "content": _responses_content(message.content)})
+    return items
+
+
+def _responses_assistant(message: AssistantMessage) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                items.append({"role": "assistant", "content": part.text})
+        elif isinstance(part, ThinkingPart):
+            if part.provider == PROVIDER and part.id and part.signature:
+                summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+                items.append(
+                    {
+                        "type": "reasoning",
+                        "id": part.id,
+                        "summary": summary,
+                        "encrypted_content": part.signature,
+                    }
+                )
+        else:
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": part.id,
+                    "name": part.name,
+                    "arguments": _encode(part.args),
+                }
+            )
+    return items
+
+
+def _responses_content(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            blocks.append({"type": "input_text", "text": part.text})
+        elif part.category == "image":
+            blocks.append({"type": "input_image", "image_url": _data_url(part), "detail": "auto"})
+        elif part.media_type == "application/pdf":
+            blocks.append(
+                {"type": "input_file", "filename": "document.pdf", "file_data": _data_url(part)}
+            )
+        else:
+            blocks.append({"type": "input_text", "text": _omitted(part)})
+    return blocks
+
+
+def _data_url(part: BinaryPart) -> str:
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
+
+
+def _omitted(part: BinaryPart) -> str:
+    return f"[{part.media_type} content omitted: this model cannot read it]"

@@ -1,0 +1,235 @@
+"""LangChainModel and tools_from_langchain with a LangChain chat model written for the test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.tools import tool as lc_tool
+from pydantic import BaseModel, Field
+
+from tether import ConfigurationError, ModelError, create_agent, tool
+from tether.events import ModelDelta
+from tether.messages import BinaryPart, TextPart, ThinkingPart, ToolCall, Usage, UserMessage
+from tether.models.langchain import LangChainModel, tools_from_langchain
+
+
+class ScriptedChat(BaseChatModel):
+    """Streams each scripted reply as a few chunks; records what it was sent."""
+
+    replies: list[list[AIMessageChunk]]
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    bound: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        return {"ls_provider": "anthropic", "ls_model_name": "claude-sonnet-5-5"}
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
+    ) -> Any:
+        self.bound.append({"tools": list(tools), "tool_choice": tool_choice})
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        raise AssertionError("tether streams")
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        self.seen.append(messages)
+        for chunk in self.replies.pop(0):
+            yield ChatGenerationChunk(message=chunk)
+
+
+def text_reply(text: str, *, finish: str = "end_turn") -> list[AIMessageChunk]:
+    middle = len(text) // 2
+    return [
+        AIMessageChunk(content=text[:middle]),
+        AIMessageChunk(
+            content=text[middle:],
+            usage_metadata={
+                "input_tokens": 50,
+                "output_tokens": 7,
+                "total_tokens": 57,
+                "input_token_details": {"cache_read": 20},
+            },
+            response_metadata={"stop_reason": finish, "model_name": "claude-sonnet-5-5"},
+        ),
+    ]
+
+
+def call_reply(*calls: tuple[str, str, str], finish: str = "tool_use") -> list[AIMessageChunk]:
+    chunks = []
+    for index, (call_id, name, args) in enumerate(calls):
+        middle = len(args) // 2
+        chunks.append(
+            AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    tool_call_chunk(name=name, args=args[:middle], id=call_id, index=index)
+                ],
+            )
+        )
+        chunks.append(
+            AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    tool_call_chunk(name=None, args=args[middle:], id=None, index=index)
+                ],
+            )
+        )
+    chunks.append(AIMessageChunk(content="", response_metadata={"stop_reason": finish}))
+    return chunks
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather in a city."""
+    return f"Sunny in {city}"
+
+
+async def test_text_reply_with_usage_and_reported_name() -> None:
+    chat = ScriptedChat(replies=[text_reply("Hello there")])
+    model = LangChainModel(chat)
+    assert (model.name, model.provider) == ("claude-sonnet-5-5", "anthropic")
+    result = await create_agent(model, system_prompt="Be brief.").arun("Hi")
+
+    assert result.output == "Hello there"
+    assert result.usage == Usage(input_tokens=50, output_tokens=7, cache_read_tokens=20, requests=1)
+    system, human = chat.seen[0]
+    assert system.type == "system"
+    assert str(system.content).startswith("Be brief.")
+    assert (human.type, human.content) == ("human", "Hi")
+
+
+async def test_tool_calls_round_trip() -> None:
+    chat = ScriptedChat(
+        replies=[
+            call_reply(
+                ("call_a", "get_weather", '{"city": "Oslo"}'),
+                ("call_b", "get_weather", '{"city": "Rome"}'),
+            ),
+            text_reply("Both sunny."),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat), tools=[get_weather]).arun("Oslo, Rome?")
+
+    assert result.output == "Both sunny."
+    assert chat.bound[0]["tools"][0]["function"]["name"] == "get_weather"
+    assert chat.bound[0]["tool_choice"] is None
+    ai, tool_a, tool_b = chat.seen[1][2:5]
+    assert isinstance(ai, AIMessage)
+    assert [(c["id"], c["args"]) for c in ai.tool_calls] == [
+        ("call_a", {"city": "Oslo"}),
+        ("call_b", {"city": "Rome"}),
+    ]
+    assert (tool_a.type, tool_a.content, tool_a.tool_call_id) == ("tool", "Sunny in Oslo", "call_a")  # type: ignore[attr-defined]
+    assert tool_b.content == "Sunny in Rome"
+
+
+async def test_streamed_deltas_and_images() -> None:
+    chat = ScriptedChat(replies=[text_reply("A cat.")])
+    agent = create_agent(LangChainModel(chat))
+    prompt = UserMessage((TextPart("What?"), BinaryPart(b"png", "image/png")))
+    deltas = [e async for e in agent.stream(prompt) if isinstance(e, ModelDelta)]
+    assert "".join(d.delta for d in deltas) == "A cat."
+    assert chat.seen[0][1].content == [
+        {"type": "text", "text": "What?"},
+        {"type": "image", "base64": "cG5n", "mime_type": "image/png"},
+    ]
+
+
+async def test_reasoning_blocks_become_thinking() -> None:
+    chunk = AIMessageChunk(
+        content=[
+            {"type": "reasoning", "reasoning": "Six times seven."},
+            {"type": "text", "text": "42"},
+        ],
+        response_metadata={"stop_reason": "end_turn"},
+    )
+    chat = ScriptedChat(replies=[[chunk]])
+    result = await create_agent(LangChainModel(chat)).arun("6*7?")
+    assert result.output == "42"
+    assert result.messages[-1].parts[0] == ThinkingPart("Six times seven.", provider="anthropic")  # type: ignore[union-attr]
+
+
+async def test_forced_output_binds_the_final_result_tool() -> None:
+    class Answer(BaseModel):
+        city: str
+
+    chat = ScriptedChat(
+        replies=[text_reply("Oslo."), call_reply(("c1", "final_result", '{"city": "Oslo"}'))]
+    )
+    result = await create_agent(LangChainModel(chat), output_type=Answer).arun("City?")
+    assert result.output == Answer(city="Oslo")
+    assert [b["tool_choice"] for b in chat.bound] == [None, "final_result"]
+
+
+async def test_a_call_cut_by_the_output_limit_is_not_run() -> None:
+    chat = ScriptedChat(
+        replies=[
+            call_reply(("c1", "get_weather", '{"city": "Os'), finish="max_tokens"),
+            text_reply("Sorry."),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat), tools=[get_weather]).arun("Weather?")
+    call = result.messages[1].tool_calls[0]  # type: ignore[union-attr]
+    assert call == ToolCall("get_weather", '{"city": "Os', "c1")
+    assert "cut off" in result.messages[2].results[0].text  # type: ignore[union-attr]
+
+
+async def test_a_failing_chat_model_is_a_model_error() -> None:
+    chat = ScriptedChat(replies=[])
+    with pytest.raises(ModelError, match="IndexError"):
+        await create_agent(LangChainModel(chat)).arun("Hi")
+
+
+def test_only_chat_models_are_accepted() -> None:
+    with pytest.raises(ConfigurationError, match="BaseChatModel"):
+        LangChainModel(object())
+
+
+async def test_langchain_tools_become_tether_tools() -> None:
+    @lc_tool
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
+    (converted,) = tools_from_langchain([multiply])
+    assert converted.name == "multiply"
+    assert converted.description == "Multiply two integers."
+    assert converted.parameters["required"] == ["a", "b"]
+
+    chat = ScriptedChat(
+        replies=[
+            call_reply(("c1", "multiply", '{"a": 6, "b": 7}')),
+            call_reply(("c2", "multiply", '{"a": "x"}')),
+            text_reply("42"),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat), tools=[converted]).arun("6*7?")
+    assert result.messages[2].results[0].text == "42"  # type: ignore[union-attr]
+    bad = result.messages[4].results[0]  # type: ignore[union-attr]
+    assert bad.is_error
+    assert "multiply" in bad.text
+
+
+def test_tools_from_langchain_rejects_other_objects() -> None:
+    with pytest.raises(ConfigurationError, match="BaseTool"):
+        tools_from_langchain([get_weather])
