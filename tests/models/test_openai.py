@@ -282,6 +282,22 @@ async def test_chat_bad_key_fails_at_once() -> None:
     assert len(server.bodies) == 1
 
 
+async def test_connection_errors_are_retried_then_reported() -> None:
+    import httpx2
+
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused", request=request)
+
+    server = MockServer([refuse, refuse, chat_stream("ok")])
+    assert (await create_agent(chat_model(server)).arun("Hi")).output == "ok"
+
+    server = MockServer([refuse] * 3)
+    with pytest.raises(ModelError, match="APIConnectionError") as caught:
+        await create_agent(chat_model(server, max_retries=2)).arun("Hi")
+    assert not isinstance(caught.value, ModelHTTPError)
+    assert len(server.bodies) == 3
+
+
 async def test_chat_truncated_stream_is_a_model_error() -> None:
     server = MockServer([chat_stream("Half an ans", complete=False)])
     with pytest.raises(ModelError, match="ended before the reply was complete"):

@@ -137,9 +137,10 @@ class OpenAIModel:
             else:
                 events = await client.responses.create(**self.responses_params(request))
                 reader = _ResponsesReader(self._name)
-            async for event in events:
-                for delta in reader.read(event):
-                    yield delta
+            async with events:  # closes the response if the caller stops early
+                async for event in events:
+                    for delta in reader.read(event):
+                        yield delta
         except self._sdk.APIError as exc:
             raise _sdk.model_error(
                 exc, provider=self._provider or "the server", model=self._name, key_hint=_KEY_HINT
