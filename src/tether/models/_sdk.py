@@ -8,16 +8,19 @@ many times and turns what is left into a `ModelError` that says what to do.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from tether.errors import ConfigurationError, ModelError, ModelHTTPError
+from tether.models.base import ModelRequest, ModelResponse, StreamItem, response_of
+from tether.models.profiles import ModelProfile, profile_for
 
-__all__ = ["LoopClients", "env_key", "model_error", "require"]
+__all__ = ["Adapter", "LoopClients", "env_key", "model_error", "require"]
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -46,6 +49,40 @@ def env_key(given: str | None, variable: str, *, provider: str) -> str:
     return key
 
 
+class Adapter:
+    """What every provider adapter has: a name, a provider, a profile, `request`."""
+
+    def __init__(self, name: str, provider: str | None, profile: ModelProfile | None) -> None:
+        self._name = name
+        self._provider = provider
+        self._profile = profile
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str | None:
+        return self._provider
+
+    @property
+    def profile(self) -> ModelProfile:
+        """This model's limits and features (see `tether.models.profiles`)."""
+        if self._profile is None:
+            self._profile = profile_for(self._provider, self._name)
+        return self._profile
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r}, provider={self._provider!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The whole response; adapters always stream underneath."""
+        return await response_of(self.stream(request))
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        raise NotImplementedError
+
+
 class LoopClients(Generic[Client]):
     """One SDK client per event loop.
 
@@ -53,8 +90,8 @@ class LoopClients(Generic[Client]):
     `agent.run()` call starts a new loop; a user-supplied client is used as it is.
     """
 
-    def __init__(self, make: Callable[[], Client], given: Client | None = None) -> None:
-        self._make = make
+    def __init__(self, make: Callable[..., Client], given: Client | None, **options: Any) -> None:
+        self._make = functools.partial(make, **options)
         self._given = given
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()

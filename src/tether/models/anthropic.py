@@ -13,7 +13,6 @@ so each step re-reads the conversation so far from the cache.
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -31,8 +30,8 @@ from tether.messages import (
     Usage,
 )
 from tether.models import _sdk
-from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem, response_of
-from tether.models.profiles import ModelProfile, profile_for
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.profiles import ModelProfile
 
 __all__ = ["AnthropicModel"]
 
@@ -48,7 +47,7 @@ _FINISH = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(_sdk.Adapter):
     """A Claude model.
 
     `client` takes a ready `anthropic.AsyncAnthropic` (for Bedrock, Vertex, a proxy or a
@@ -72,45 +71,21 @@ class AnthropicModel:
         cache: bool = True,
         profile: ModelProfile | None = None,
     ) -> None:
+        super().__init__(name, PROVIDER, profile)
         self._sdk = _sdk.require("anthropic", "anthropic")
-        self._name = name
         self._cache = cache
         self._timeout = timeout_seconds
-        self._profile = profile
         if client is None:
-            key = _sdk.env_key(api_key, "ANTHROPIC_API_KEY", provider=PROVIDER)
-            make = functools.partial(
-                self._sdk.AsyncAnthropic,
-                api_key=key,
-                base_url=base_url,
-                max_retries=max_retries,
-                timeout=timeout_seconds,
-                http_client=http_client,
-            )
-            self._clients: _sdk.LoopClients[Any] = _sdk.LoopClients(make)
-        else:
-            self._clients = _sdk.LoopClients(lambda: None, client)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return PROVIDER
-
-    @property
-    def profile(self) -> ModelProfile:
-        """This model's limits and features (see `tether.models.profiles`)."""
-        if self._profile is None:
-            self._profile = profile_for(PROVIDER, self._name)
-        return self._profile
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self._name!r})"
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        return await response_of(self.stream(request))
+            api_key = _sdk.env_key(api_key, "ANTHROPIC_API_KEY", provider=PROVIDER)
+        self._clients = _sdk.LoopClients(
+            self._sdk.AsyncAnthropic,
+            client,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout_seconds,
+            http_client=http_client,
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         sdk = self._sdk

@@ -35,8 +35,8 @@ from tether.messages import (
     Usage,
 )
 from tether.models import _sdk
-from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem, response_of
-from tether.models.profiles import ModelProfile, profile_for
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.profiles import ModelProfile
 from tether.tools.tool import Tool
 
 __all__ = ["LangChainModel", "tools_from_langchain"]
@@ -53,7 +53,7 @@ _FINISH = {
 }
 
 
-class LangChainModel:
+class LangChainModel(_sdk.Adapter):
     """A `langchain_core` `BaseChatModel` as a tether model.
 
     `name` and `provider` default to what the model reports for LangSmith (its model
@@ -76,30 +76,14 @@ class LangChainModel:
             )
         self.chat_model = chat_model
         reported = _ls_params(chat_model)
-        self._name = name or reported.get("ls_model_name") or type(chat_model).__name__
-        self._provider = provider or reported.get("ls_provider")
-        self._profile = profile
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str | None:
-        return self._provider
-
-    @property
-    def profile(self) -> ModelProfile:
-        """This model's limits and features (see `tether.models.profiles`)."""
-        if self._profile is None:
-            self._profile = profile_for(self._provider, self._name)
-        return self._profile
+        super().__init__(
+            name or reported.get("ls_model_name") or type(chat_model).__name__,
+            provider or reported.get("ls_provider"),
+            profile,
+        )
 
     def __repr__(self) -> str:
         return f"LangChainModel({type(self.chat_model).__name__}, name={self._name!r})"
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        return await response_of(self.stream(request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         runnable = self._bound(request)

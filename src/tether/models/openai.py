@@ -14,7 +14,6 @@ server, LiteLLM and OpenRouter all serve; `api=` picks either explicitly.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
 from collections.abc import AsyncIterator, Iterable
@@ -42,9 +41,8 @@ from tether.models.base import (
     StreamDelta,
     StreamItem,
     ToolSpec,
-    response_of,
 )
-from tether.models.profiles import ModelProfile, profile_for
+from tether.models.profiles import ModelProfile
 
 __all__ = ["OpenAIModel"]
 
@@ -52,7 +50,7 @@ PROVIDER = "openai"
 _NO_KEY = "not-needed"  # compatible servers usually ignore the key, but the SDK wants one
 
 
-class OpenAIModel:
+class OpenAIModel(_sdk.Adapter):
     """A model behind the OpenAI API or a compatible server.
 
     `client` takes a ready `openai.AsyncOpenAI` (Azure, a proxy); otherwise one is made
@@ -77,56 +75,35 @@ class OpenAIModel:
         provider: str | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        self._sdk = _sdk.require("openai", "openai")
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         compatible = base_url is not None
-        self._name = name
+        if provider is None and not compatible:
+            provider = PROVIDER
+        super().__init__(name, provider, profile)
+        self._sdk = _sdk.require("openai", "openai")
         self._api = api or ("chat" if compatible else "responses")
-        self._provider = provider if provider is not None else (None if compatible else PROVIDER)
         self._timeout = timeout_seconds
-        self._profile = profile
-        if client is None:
-            if compatible:
-                key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
-            else:
-                key = _sdk.env_key(api_key, "OPENAI_API_KEY", provider=PROVIDER)
-            make = functools.partial(
-                self._sdk.AsyncOpenAI,
-                api_key=key,
-                base_url=base_url,
-                max_retries=max_retries,
-                timeout=timeout_seconds,
-                http_client=http_client,
-            )
-            self._clients: _sdk.LoopClients[Any] = _sdk.LoopClients(make)
-        else:
-            self._clients = _sdk.LoopClients(lambda: None, client)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str | None:
-        return self._provider
+        if client is None and compatible:
+            api_key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
+        elif client is None:
+            api_key = _sdk.env_key(api_key, "OPENAI_API_KEY", provider=PROVIDER)
+        self._clients = _sdk.LoopClients(
+            self._sdk.AsyncOpenAI,
+            client,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout_seconds,
+            http_client=http_client,
+        )
 
     @property
     def api(self) -> Literal["chat", "responses"]:
         """Which OpenAI API this model speaks."""
         return "chat" if self._api == "chat" else "responses"
 
-    @property
-    def profile(self) -> ModelProfile:
-        """This model's limits and features (see `tether.models.profiles`)."""
-        if self._profile is None:
-            self._profile = profile_for(self._provider, self._name)
-        return self._profile
-
     def __repr__(self) -> str:
-        return f"OpenAIModel({self._name!r}, api={self.api!r})"
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        return await response_of(self.stream(request))
+        return f"OpenAIModel({self._name!r}, api={self.api!r}, provider={self._provider!r})"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         client = self._clients.get()
