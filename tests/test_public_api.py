@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,9 +73,15 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "from tether.models.openai import OpenAIModel;"
         "from tether.models.langchain import LangChainModel;"
         "from tether.models.profiles import ModelProfile;"
+        # Building agents on provider models waits with the SDK import until a request.
+        "tether.create_agent('anthropic:claude-sonnet-5-5');"
+        "tether.create_agent('openai:gpt-5.2');"
         f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert json.loads(out.stdout) == []
 
 

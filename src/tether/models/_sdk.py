@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import importlib.util
 import os
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -28,14 +29,21 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 Client = TypeVar("Client")
 
 
-def require(module: str, extra: str) -> ModuleType:
-    """Import an optional SDK, or say which extra installs it."""
+def require(module: str, extra: str) -> Callable[[], ModuleType]:
+    """Check that an optional SDK is installed, or say which extra installs it.
+
+    Returns its importer: the import itself (most of a second for some SDKs) waits
+    until the first request, so building an agent stays fast.
+    """
     try:
-        return importlib.import_module(module)
-    except ImportError as exc:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         raise ConfigurationError(
             f"this model needs the {module!r} package: pip install 'tether[{extra}]'"
-        ) from exc
+        )
+    return functools.partial(importlib.import_module, module)
 
 
 def env_key(given: str | None, variable: str, *, provider: str) -> str:

@@ -78,7 +78,7 @@ class AnthropicModel(_sdk.Adapter):
         if client is None:
             api_key = _sdk.env_key(api_key, "ANTHROPIC_API_KEY", provider=PROVIDER)
         self._clients = _sdk.LoopClients(
-            self._sdk.AsyncAnthropic,
+            lambda **options: self._sdk().AsyncAnthropic(**options),
             client,
             api_key=api_key,
             base_url=base_url,
@@ -88,7 +88,7 @@ class AnthropicModel(_sdk.Adapter):
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        sdk = self._sdk
+        sdk = self._sdk()
         reader = _StreamReader()
         try:
             async with self._clients.get().messages.stream(**self.params(request)) as stream:

@@ -68,7 +68,7 @@ class LangChainModel(_sdk.Adapter):
         provider: str | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        lc = _sdk.require("langchain_core.language_models", "langchain")
+        lc = _sdk.require("langchain_core.language_models", "langchain")()
         if not isinstance(chat_model, lc.BaseChatModel):
             raise ConfigurationError(
                 f"LangChainModel takes a langchain_core BaseChatModel, "
@@ -170,7 +170,7 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
     The model sees the same schema LangChain would send; LangChain validates the
     arguments and runs the tool, and its errors go back to the model as tool errors.
     """
-    lc_tools = _sdk.require("langchain_core.tools", "langchain")
+    lc_tools = _sdk.require("langchain_core.tools", "langchain")()
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     converted = []

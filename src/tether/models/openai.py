@@ -88,7 +88,7 @@ class OpenAIModel(_sdk.Adapter):
         elif client is None:
             api_key = _sdk.env_key(api_key, "OPENAI_API_KEY", provider=PROVIDER)
         self._clients = _sdk.LoopClients(
-            self._sdk.AsyncOpenAI,
+            lambda **options: self._sdk().AsyncOpenAI(**options),
             client,
             api_key=api_key,
             base_url=base_url,
@@ -118,7 +118,7 @@ class OpenAIModel(_sdk.Adapter):
                 async for event in events:
                     for delta in reader.read(event):
                         yield delta
-        except self._sdk.APIError as exc:
+        except self._sdk().APIError as exc:
             raise _sdk.model_error(
                 exc, provider=self._provider or "the server", model=self._name, key_hint=_KEY_HINT
             ) from exc
