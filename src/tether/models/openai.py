@@ -414,9 +414,12 @@ def _chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, AssistantMessage):
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             calls = message.tool_calls
-            if calls:
+            # A null content is only allowed beside tool calls.
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if not calls:
+                entry["content"] = message.text
+            else:
                 entry["tool_calls"] = [
                     {
                         "id": c.id,
