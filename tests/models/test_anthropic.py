@@ -456,6 +456,7 @@ def test_model_settings_extra_goes_to_the_wire() -> None:
 
     m = AnthropicModel(MODEL, api_key="k")
     settings = ModelSettings(
+        timeout_seconds=30,
         max_tokens=2000,
         temperature=0.2,
         extra={"thinking": {"type": "enabled", "budget_tokens": 1024}},
@@ -464,6 +465,8 @@ def test_model_settings_extra_goes_to_the_wire() -> None:
         ModelRequest("sys", (UserMessage.of("hi"),), settings=settings, force_output=True)
     )
     assert params["max_tokens"] == 2000
+    assert params["timeout"] == 30  # the per-request timeout
+    assert m.params(ModelRequest("sys", (UserMessage.of("hi"),)))["timeout"] == 600
     assert params["temperature"] == 0.2
     assert params["extra_body"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     assert "tool_choice" not in params
