@@ -416,10 +416,9 @@ def _chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
         if isinstance(message, AssistantMessage):
             calls = message.tool_calls
             # A null content is only allowed beside tool calls.
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-            if not calls:
-                entry["content"] = message.text
-            else:
+            content = message.text or (None if calls else "")
+            entry: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
                 entry["tool_calls"] = [
                     {
                         "id": c.id,
