@@ -129,7 +129,8 @@ def model_error(exc: BaseException, *, provider: str, model: str, key_hint: str)
     elif status == 404:
         text = f"{provider} does not know model {model!r} (HTTP 404): {detail}"
     elif status == 429 or status >= 500:
-        text = f"{provider} kept failing (HTTP {status}) after the retries were spent: {detail}"
+        # Retried by the SDK before it got here, unless it came mid-stream.
+        text = f"{provider} is failing or overloaded (HTTP {status}): {detail}"
     else:
         text = f"{provider} rejected the request for {model!r} (HTTP {status}): {detail}"
     return ModelHTTPError(text, status_code=status, body=getattr(exc, "body", None))
