@@ -161,5 +161,6 @@ def test_an_unknown_tool_error_lists_final_result() -> None:
     model = ScriptedModel([[ToolCall("answer", {"total": 1})], final(total=1)])
     result = create_agent(model, tools=[add], output_type=Answer).run("go")
     assert results_of(result.messages[2]) == [
-        "There is no tool named 'answer'. Available tools: add, final_result."
+        "There is no tool named 'answer'. Available tools: "
+        "add, edit_file, final_result, glob, grep, ls, read_file, write_file."
     ]

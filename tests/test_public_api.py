@@ -30,6 +30,7 @@ PUBLIC = {
     "TetherWarning",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolFatalError",
     "create_agent",
     "tool",
@@ -50,6 +51,7 @@ def test_every_error_is_a_tether_error() -> None:
         "OutputError",
         "RunError",
         "ScriptExhaustedError",
+        "ToolError",
         "ToolFatalError",
     ):
         assert issubclass(getattr(tether, name), tether.TetherError)
@@ -73,10 +75,19 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "from tether.models.openai import OpenAIModel;"
         "from tether.models.langchain import LangChainModel;"
         "from tether.models.profiles import ModelProfile;"
-        # Building agents on provider models waits with the SDK import until a request.
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_building_an_agent_on_a_provider_model_loads_no_sdk() -> None:
+    # The SDK import waits for the first request.
+    code = (
+        "import sys, json, tether;"
         "tether.create_agent('anthropic:claude-sonnet-5-5');"
         "tether.create_agent('openai:gpt-5.2');"
-        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+        "print(json.dumps([m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules]))"
     )
     env = {**os.environ, "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}
     out = subprocess.run(

@@ -15,6 +15,7 @@ from tether.errors import (
     ScriptExhaustedError,
     TetherError,
     TetherWarning,
+    ToolError,
     ToolFatalError,
 )
 from tether.limits import Limits
@@ -42,6 +43,7 @@ __all__ = [
     "TetherWarning",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolFatalError",
     "create_agent",
     "tool",

@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from tether import prompts
+from tether.backends.base import Backend
+from tether.backends.permissions import Policy, Rule
+from tether.backends.state import StateBackend
 from tether.capabilities.base import Capability, overrides
 from tether.capabilities.dangling import DanglingToolCallRepair
+from tether.capabilities.eviction import LargeResultEviction
+from tether.capabilities.filesystem import Filesystem
 from tether.errors import ConfigurationError
 from tether.events import Event
 from tether.limits import Limits
@@ -51,6 +56,8 @@ class RunResult(Generic[OutputT]):
     steps: int
     run_id: str
     new_messages_start: int = 0
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    """The files of the run's StateBackend, by path (empty for other backends)."""
 
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this run added (its prompt included), without the history."""
@@ -157,6 +164,11 @@ def create_agent(
     model_settings: ModelSettings | None = None,
     output_retries: int = 3,
     prices: Mapping[str, Price] | None = None,
+    backend: Backend | None = None,
+    permissions: Sequence[Rule] = (),
+    backend_policy: Policy | None = None,
+    tool_token_limit_before_evict: int | None = 20_000,
+    filesystem: bool = True,
 ) -> Agent[OutputT]: ...
 
 
@@ -171,6 +183,11 @@ def create_agent(
     model_settings: ModelSettings | None = None,
     output_retries: int = 3,
     prices: Mapping[str, Price] | None = None,
+    backend: Backend | None = None,
+    permissions: Sequence[Rule] = (),
+    backend_policy: Policy | None = None,
+    tool_token_limit_before_evict: int | None = 20_000,
+    filesystem: bool = True,
 ) -> Agent[str]: ...
 
 
@@ -185,6 +202,11 @@ def create_agent(
     model_settings: ModelSettings | None = None,
     output_retries: int = 3,
     prices: Mapping[str, Price] | None = None,
+    backend: Backend | None = None,
+    permissions: Sequence[Rule] = (),
+    backend_policy: Policy | None = None,
+    tool_token_limit_before_evict: int | None = 20_000,
+    filesystem: bool = True,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -193,6 +215,11 @@ def create_agent(
     and retried up to `output_retries` times. `limits` bounds steps, tokens, cost and time
     (default: 200 steps). `prices` maps "provider:model" or "model" to a `Price` for
     models genai-prices does not know.
+
+    The agent has the file tools over `backend` (default: a fresh `StateBackend` per
+    run), behind `permissions` and `backend_policy`; tool results over
+    `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
+    `filesystem=False` leaves the file tools out.
     """
     resolved = _resolve_model(model)
     tool_list = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
@@ -215,7 +242,10 @@ def create_agent(
             raise ConfigurationError(
                 f"capabilities take Capability instances, got {type(capability).__name__}"
             )
-    all_capabilities = (DanglingToolCallRepair(), *capabilities)
+    files = _file_capabilities(
+        filesystem, backend, permissions, backend_policy, tool_token_limit_before_evict
+    )
+    all_capabilities = (DanglingToolCallRepair(), *files, *capabilities)
     output = OutputSpec(output_type)
     price_book = PriceBook(prices, model=resolved)
     plan = _make_plan(tool_list, all_capabilities, output, system_prompt, price_book)
@@ -230,6 +260,32 @@ def create_agent(
         output_retries=output_retries,
         _plan=plan,
     )
+
+
+def _file_capabilities(
+    enabled: bool,
+    backend: Backend | None,
+    permissions: Sequence[Rule],
+    policy: Policy | None,
+    evict_limit: int | None,
+) -> tuple[Capability, ...]:
+    if not enabled:
+        if backend is not None or permissions or policy is not None:
+            raise ConfigurationError("backend, permissions and backend_policy need filesystem=True")
+        return ()
+    backend = StateBackend() if backend is None else backend
+    if not isinstance(backend, Backend):
+        raise ConfigurationError(
+            f"backend must implement tether.backends.Backend, got {type(backend).__name__}"
+        )
+    if evict_limit is not None and (isinstance(evict_limit, bool) or evict_limit < 1):
+        raise ConfigurationError(
+            f"tool_token_limit_before_evict must be a positive integer or None, got {evict_limit!r}"
+        )
+    found: tuple[Capability, ...] = (Filesystem(backend, permissions, policy),)
+    if evict_limit is not None:
+        found += (LargeResultEviction(evict_limit),)
+    return found
 
 
 def _make_plan(

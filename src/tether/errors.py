@@ -6,6 +6,8 @@ TetherError                  root; `.result` holds the partial RunResult when it
 ├── ModelError               a model could not produce a response
 │   ├── ModelHTTPError       the provider answered with an HTTP error (after any retries)
 │   └── ScriptExhaustedError a ScriptedModel was asked for more turns than it has
+├── ToolError                raised by a tool: its message goes back to the model as an error
+│   └── BackendError         a file operation failed (tether.backends)
 ├── ToolFatalError           raised by a tool to stop the run on purpose
 ├── OutputError              the model never produced a valid final answer
 └── RunError                 any other exception ended the run (the original is `__cause__`)
@@ -35,6 +37,7 @@ __all__ = [
     "ScriptExhaustedError",
     "TetherError",
     "TetherWarning",
+    "ToolError",
     "ToolFatalError",
 ]
 
@@ -71,6 +74,13 @@ class ModelHTTPError(ModelError):
 
 class ScriptExhaustedError(ModelError):
     """A ScriptedModel was asked for a turn past the end of its script."""
+
+
+class ToolError(TetherError):
+    """Raise inside a tool to send its message to the model as an error result, verbatim.
+
+    The run goes on: the model reads the message and can try something else.
+    """
 
 
 class ToolFatalError(TetherError):

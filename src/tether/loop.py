@@ -406,6 +406,7 @@ class _Run:
             steps=state.steps,
             run_id=state.run_id,
             new_messages_start=self.new_messages_start,
+            files={path: data for path, (data, _) in state.files.items()},
         )
 
 

@@ -33,6 +33,8 @@ class RunState:
     cost_usd: float | None = 0.0
     steps: int = 0
     data: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, tuple[bytes, float]] = field(default_factory=dict)
+    """The StateBackend's files: path -> (content, modification time)."""
     emit: Callable[[Event], None] = _ignore
 
 

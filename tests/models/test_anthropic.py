@@ -19,6 +19,7 @@ from tether.messages import (
     UserMessage,
 )
 from tether.models.anthropic import AnthropicModel
+from tether.tools.files import FILE_TOOL_NAMES
 
 from .wire import MockServer, error_reply, sse, stream_reply
 
@@ -142,7 +143,7 @@ async def test_text_reply_sends_cached_system_and_reads_usage() -> None:
             )
         ]
     )
-    agent = create_agent(model(server), system_prompt="Be brief.")
+    agent = create_agent(model(server), system_prompt="Be brief.", filesystem=False)
     result = await agent.arun("Hi")
 
     assert result.output == "Hello there"
@@ -185,7 +186,7 @@ async def test_tool_call_round_trip_and_cache_breakpoints() -> None:
 
     assert result.output == "Sunny."
     first, second = server.bodies
-    assert [t["name"] for t in first["tools"]] == ["get_weather"]
+    assert [t["name"] for t in first["tools"]] == ["get_weather", *FILE_TOOL_NAMES]
     assert first["tools"][0]["input_schema"]["required"] == ["city"]
     assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert second["messages"][1] == {

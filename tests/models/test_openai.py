@@ -158,7 +158,7 @@ async def test_chat_tool_calls_round_trip_in_parallel() -> None:
 
     assert result.output == "Both sunny."
     first, second = server.bodies
-    assert first["tools"] == [
+    assert first["tools"][:1] == [
         {
             "type": "function",
             "function": {

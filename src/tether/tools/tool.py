@@ -15,7 +15,7 @@ from typing import Any, overload
 import pydantic
 import pydantic_core
 
-from tether.errors import ConfigurationError, ToolFatalError
+from tether.errors import ConfigurationError, ToolError, ToolFatalError
 from tether.messages import BinaryPart, ContentPart, TextPart, ToolCall, ToolResult
 from tether.models.base import ToolSpec
 from tether.state import ToolContext
@@ -71,6 +71,8 @@ class Tool:
                 value = await self._call(args, context)
         except ToolFatalError:
             raise
+        except ToolError as exc:
+            return ToolResult.of(call, str(exc), is_error=True)
         except Exception as exc:
             if isinstance(exc, TimeoutError) and scope.expired():
                 text = f"Tool '{self.name}' timed out after {timeout:g} s."

@@ -1,0 +1,113 @@
+"""CompositeBackend: different paths on different backends, by longest prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.errors import BackendError
+from tether.backends.paths import clean, is_under, join
+from tether.errors import ConfigurationError
+
+__all__ = ["CompositeBackend"]
+
+
+class CompositeBackend:
+    """`routes` maps a directory ("/memories/") to the backend holding it; everything
+    else goes to `default`. A backend sees paths relative to its route ("/memories/a.md"
+    is "/a.md" to it); results keep the full paths. `ls /` shows the routes.
+    """
+
+    def __init__(self, default: Backend, routes: Mapping[str, Backend]) -> None:
+        cleaned: dict[str, Backend] = {}
+        for prefix, backend in routes.items():
+            route = clean(prefix)
+            if route == "/":
+                raise ConfigurationError("a route cannot be '/'; pass that backend as default")
+            cleaned[route] = backend
+        self.default = default
+        self.routes = dict(sorted(cleaned.items(), key=lambda item: -len(item[0])))
+
+    def __repr__(self) -> str:
+        return f"CompositeBackend(default={self.default!r}, routes={list(self.routes)})"
+
+    def bind(self, state: Any) -> CompositeBackend:
+        return CompositeBackend(
+            self.default.bind(state), {p: b.bind(state) for p, b in self.routes.items()}
+        )
+
+    def _route(self, path: str) -> tuple[Backend, str, str]:
+        """The backend for `path`, its route prefix ("" for the default) and its inner path."""
+        for prefix, backend in self.routes.items():
+            if is_under(path, prefix):
+                return backend, prefix, path[len(prefix) :] or "/"
+        return self.default, "", path
+
+    def _inside(self, path: str) -> list[str]:
+        """Route prefixes strictly inside directory `path`."""
+        return [p for p in self.routes if p != path and is_under(p, path)]
+
+    async def ls(self, path: str) -> list[FileInfo]:
+        backend, prefix, inner = self._route(path)
+        entries: dict[str, FileInfo] = {}
+        try:
+            for info in await backend.ls(inner):
+                entries[_outer(prefix, info.path)] = _moved(info, prefix)
+        except BackendError:
+            if not self._inside(path):
+                raise
+        for route in self._inside(path):
+            child = join(path, route[len(path.rstrip("/")) + 1 :].split("/")[0])
+            entries[child] = FileInfo(child, is_dir=True)
+        return sorted(entries.values(), key=lambda f: f.path)
+
+    async def read(self, path: str) -> bytes:
+        backend, _, inner = self._route(path)
+        return await backend.read(inner)
+
+    async def write(self, path: str, data: bytes) -> None:
+        backend, _, inner = self._route(path)
+        await backend.write(inner, data)
+
+    async def stat(self, path: str) -> FileInfo | None:
+        backend, prefix, inner = self._route(path)
+        info = await backend.stat(inner)
+        if info is None and self._inside(path):
+            return FileInfo(path, is_dir=True)
+        return None if info is None else _moved(info, prefix)
+
+    async def files(self, path: str) -> list[FileInfo]:
+        backend, prefix, inner = self._route(path)
+        found = [_moved(f, prefix) for f in await backend.files(inner)]
+        for route in self._inside(path):
+            found = [f for f in found if not is_under(f.path, route)]  # shadowed by the route
+            found += [_moved(f, route) for f in await self.routes[route].files("/")]
+        return sorted(found, key=lambda f: f.path)
+
+    async def grep(
+        self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
+    ) -> list[GrepHit]:
+        backend, prefix, inner = self._route(path)
+        options = {"literal": literal, "ignore_case": ignore_case}
+        hits = [
+            GrepHit(_outer(prefix, h.path), h.line, h.text)
+            for h in await backend.grep(pattern, inner, **options)
+        ]
+        for route in self._inside(path):
+            hits = [h for h in hits if not is_under(h.path, route)]
+            hits += [
+                GrepHit(_outer(route, h.path), h.line, h.text)
+                for h in await self.routes[route].grep(pattern, "/", **options)
+            ]
+        return sorted(hits, key=lambda h: (h.path, h.line))
+
+
+def _outer(prefix: str, inner: str) -> str:
+    if not prefix:
+        return inner
+    return prefix if inner == "/" else prefix + inner
+
+
+def _moved(info: FileInfo, prefix: str) -> FileInfo:
+    return FileInfo(_outer(prefix, info.path), info.is_dir, info.size, info.modified)

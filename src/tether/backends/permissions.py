@@ -1,0 +1,144 @@
+"""Who may read and write what: ordered rules and a policy hook, in one guard.
+
+```python
+permissions=[Rule(operations={"write"}, paths=["/**/.env", "/secrets/**"], mode="deny"),
+             Rule(operations={"read", "write"}, paths=["/workspace/**"], mode="allow")]
+```
+
+Rules are checked in order and the first that matches decides; no match allows. The
+guard wraps the backend itself, so ls, glob and grep never show a path the agent may
+not read. Guards nest: a subagent's guard around its parent's can only narrow access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from wcmatch import glob as wc
+
+from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.errors import BackendError
+from tether.errors import ConfigurationError
+
+__all__ = ["Operation", "PermissionedBackend", "Policy", "Rule"]
+
+Operation = Literal["read", "write"]
+Policy = Callable[[Operation, str], str | None]
+"""Called before every operation with its kind and path; a returned string refuses it
+(and is shown to the model), as does raising `BackendError`."""
+
+_FLAGS = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Rule:
+    """Allow or deny `operations` on the paths matching any glob in `paths`."""
+
+    operations: frozenset[Operation]
+    paths: tuple[str, ...]
+    mode: Literal["allow", "deny"]
+
+    def __init__(
+        self,
+        operations: Iterable[Operation],
+        paths: Sequence[str],
+        mode: Literal["allow", "deny"],
+    ) -> None:
+        ops = frozenset(operations)
+        if not ops or not ops <= {"read", "write"}:
+            raise ConfigurationError(
+                f"Rule operations must be a non-empty set of 'read' and 'write', got {set(ops)}"
+            )
+        if isinstance(paths, str) or not paths:
+            raise ConfigurationError("Rule paths must be a non-empty list of glob patterns")
+        if any(not isinstance(p, str) or not p.startswith("/") for p in paths):
+            raise ConfigurationError(
+                f"Rule paths must be absolute globs like '/src/**', got {paths}"
+            )
+        if mode not in ("allow", "deny"):
+            raise ConfigurationError(f"Rule mode must be 'allow' or 'deny', got {mode!r}")
+        object.__setattr__(self, "operations", ops)
+        object.__setattr__(self, "paths", tuple(paths))
+        object.__setattr__(self, "mode", mode)
+
+    def matches(self, operation: Operation, path: str) -> bool:
+        """Whether this rule speaks for `operation` on `path`."""
+        return operation in self.operations and wc.globmatch(path, self.paths, flags=_FLAGS)
+
+
+def allowed(rules: Sequence[Rule], operation: Operation, path: str) -> bool:
+    """The first matching rule decides; no match allows."""
+    for rule in rules:
+        if rule.matches(operation, path):
+            return rule.mode == "allow"
+    return True
+
+
+class PermissionedBackend:
+    """`backend` seen through `rules` and `policy`."""
+
+    def __init__(
+        self, backend: Backend, rules: Sequence[Rule] = (), policy: Policy | None = None
+    ) -> None:
+        for rule in rules:
+            if not isinstance(rule, Rule):
+                raise ConfigurationError(
+                    f"permissions take tether.backends.permissions.Rule, got {type(rule).__name__}"
+                )
+        self.backend = backend
+        self.rules = tuple(rules)
+        self.policy = policy
+
+    def __repr__(self) -> str:
+        return f"PermissionedBackend({self.backend!r}, rules={len(self.rules)})"
+
+    def bind(self, state: Any) -> PermissionedBackend:
+        return PermissionedBackend(self.backend.bind(state), self.rules, self.policy)
+
+    def check(self, operation: Operation, path: str) -> None:
+        """Refuse `operation` on `path` with a `BackendError` unless it is allowed."""
+        if not allowed(self.rules, operation, path):
+            raise BackendError(f"Permission denied: {operation} access to {path} is not allowed.")
+        if self.policy is not None:
+            refusal = self.policy(operation, path)
+            if refusal:
+                raise BackendError(f"Refused by policy: {refusal}")
+
+    def visible(self, path: str) -> bool:
+        return allowed(self.rules, "read", path)
+
+    async def ls(self, path: str) -> list[FileInfo]:
+        self.check("read", path)
+        return [f for f in await self.backend.ls(path) if self.visible(f.path)]
+
+    async def read(self, path: str) -> bytes:
+        self.check("read", path)
+        return await self.backend.read(path)
+
+    async def write(self, path: str, data: bytes) -> None:
+        self.check("write", path)
+        await self.backend.write(path, data)
+
+    async def stat(self, path: str) -> FileInfo | None:
+        self.check("read", path)
+        return await self.backend.stat(path)
+
+    async def files(self, path: str) -> list[FileInfo]:
+        self.check("read", path)
+        return [f for f in await self.backend.files(path) if self.visible(f.path)]
+
+    async def grep(
+        self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
+    ) -> list[GrepHit]:
+        self.check("read", path)
+        hits = await self.backend.grep(pattern, path, literal=literal, ignore_case=ignore_case)
+        return [h for h in hits if self.visible(h.path)]
+
+
+def guard(backend: Backend, rules: Sequence[Rule], policy: Policy | None) -> Backend:
+    """`backend` behind the rules and policy, or as it is when there are none."""
+    if not rules and policy is None:
+        return backend
+    return PermissionedBackend(backend, rules, policy)

@@ -1,0 +1,133 @@
+"""StateBackend: files kept in the run's state, so they live and die with the run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
+from tether.backends.errors import BackendError
+from tether.backends.paths import is_under, join
+from tether.backends.search import compile_pattern, grep_text
+
+__all__ = ["FileTable", "StateBackend", "TableBackend"]
+
+FileTable = dict[str, tuple[bytes, float]]
+"""Virtual path -> (content, modification time); directories are implied by the paths."""
+
+
+class TableBackend:
+    """A backend over a `FileTable`: what StateBackend and StoreBackend share."""
+
+    def __init__(self, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+        self.max_file_bytes = max_file_bytes
+
+    async def table(self) -> FileTable:
+        """Every file, by path."""
+        raise NotImplementedError
+
+    async def put(self, path: str, data: bytes, modified: float) -> None:
+        """Store one file."""
+        raise NotImplementedError
+
+    async def ls(self, path: str) -> list[FileInfo]:
+        table = await self.table()
+        if path in table:
+            raise BackendError(f"{path} is a file, not a directory. Read it with read_file.")
+        entries: dict[str, FileInfo] = {}
+        for file_path, (data, modified) in table.items():
+            if file_path == path or not is_under(file_path, path):
+                continue
+            rest = file_path[len(path.rstrip("/")) + 1 :]
+            name, _, below = rest.partition("/")
+            entry = join(path, name)
+            if below:
+                entries.setdefault(entry, FileInfo(entry, is_dir=True))
+            else:
+                entries[entry] = FileInfo(entry, size=len(data), modified=modified)
+        if not entries and path != "/":
+            raise BackendError(f"No such directory: {path}")
+        return sorted(entries.values(), key=lambda f: f.path)
+
+    async def read(self, path: str) -> bytes:
+        table = await self.table()
+        if path not in table:
+            if any(is_under(p, path) for p in table):
+                raise BackendError(f"{path} is a directory. List it with ls.")
+            raise BackendError(f"No such file: {path}")
+        data = table[path][0]
+        if len(data) > self.max_file_bytes:
+            raise BackendError(
+                f"{path} is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
+            )
+        return data
+
+    async def write(self, path: str, data: bytes) -> None:
+        if path == "/":
+            raise BackendError("'/' is a directory; give a file path.")
+        if len(data) > self.max_file_bytes:
+            raise BackendError(
+                f"The content is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
+            )
+        table = await self.table()
+        if any(is_under(p, path) and p != path for p in table):
+            raise BackendError(f"{path} is a directory; give a file path.")
+        parent = path.rsplit("/", 1)[0]
+        while parent:
+            if parent in table:
+                raise BackendError(f"{parent} is a file, so {path} cannot be created under it.")
+            parent = parent.rsplit("/", 1)[0]
+        await self.put(path, data, time.time())
+
+    async def stat(self, path: str) -> FileInfo | None:
+        table = await self.table()
+        if path in table:
+            data, modified = table[path]
+            return FileInfo(path, size=len(data), modified=modified)
+        if path == "/" or any(is_under(p, path) for p in table):
+            return FileInfo(path, is_dir=True)
+        return None
+
+    async def files(self, path: str) -> list[FileInfo]:
+        table = await self.table()
+        return sorted(
+            (
+                FileInfo(p, size=len(data), modified=modified)
+                for p, (data, modified) in table.items()
+                if is_under(p, path)
+            ),
+            key=lambda f: f.path,
+        )
+
+    async def grep(
+        self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
+    ) -> list[GrepHit]:
+        regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
+        table = await self.table()
+        hits: list[GrepHit] = []
+        for file_path in sorted(p for p in table if is_under(p, path)):
+            hits += grep_text(file_path, table[file_path][0], regex)
+        return hits
+
+
+class StateBackend(TableBackend):
+    """Files in memory, in the run's state: each run starts empty and sees only its own.
+
+    The files come back in `RunResult.files`. Used on its own (outside an agent), a
+    StateBackend keeps its files in `self.data`.
+    """
+
+    def __init__(
+        self, files: FileTable | None = None, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    ) -> None:
+        super().__init__(max_file_bytes)
+        self.data: FileTable = files if files is not None else {}
+
+    def bind(self, state: Any) -> StateBackend:
+        return StateBackend(state.files, max_file_bytes=self.max_file_bytes)
+
+    async def table(self) -> FileTable:
+        return self.data
+
+    async def put(self, path: str, data: bytes, modified: float) -> None:
+        self.data[path] = (data, modified)

@@ -1,0 +1,48 @@
+"""Large tool results go to a file; the model gets the path and a preview."""
+
+from __future__ import annotations
+
+from tether.backends.errors import BackendError
+from tether.capabilities.base import Capability, ToolHandler
+from tether.messages import TextPart, ToolCall, ToolResult
+from tether.state import ToolContext
+from tether.tools.files import FILE_TOOL_NAMES
+
+__all__ = ["LargeResultEviction"]
+
+CHARS_PER_TOKEN = 4
+PREVIEW_LINES = 10
+EVICTION_DIR = "/large_tool_results"
+
+
+class LargeResultEviction(Capability):
+    """A text result over `token_limit` tokens is saved under /large_tool_results/.
+
+    The file tools are left alone: they bound their own output, and evicting a
+    `read_file` result would only send the model back to read the same file.
+    """
+
+    def __init__(self, token_limit: int = 20_000) -> None:
+        self.token_limit = token_limit
+
+    async def around_tool(
+        self, call: ToolCall, context: ToolContext, proceed: ToolHandler
+    ) -> ToolResult:
+        result = await proceed(call, context)
+        text = result.text
+        if call.name in FILE_TOOL_NAMES or len(text) <= self.token_limit * CHARS_PER_TOKEN:
+            return result
+        path = f"{EVICTION_DIR}/{call.id}"
+        try:
+            await context.backend.write(path, text.encode())
+        except (BackendError, AttributeError):
+            return result  # nowhere to put it: the model gets it whole
+        preview = "\n".join(text.split("\n")[:PREVIEW_LINES])
+        note = (
+            f"The result was {len(text)} characters (about {len(text) // CHARS_PER_TOKEN} "
+            f"tokens), too long to show, so it was saved to {path}. Its first "
+            f"{PREVIEW_LINES} lines:\n{preview}\n\nRead it in parts with read_file "
+            "(offset, limit) or search it with grep."
+        )
+        kept = tuple(p for p in result.content if not isinstance(p, TextPart))
+        return ToolResult(result.call_id, result.name, (TextPart(note), *kept), result.is_error)

@@ -1,0 +1,306 @@
+"""The file tools (ls, read_file, write_file, edit_file, glob, grep) over the run's backend.
+
+Every path the model gives goes through `tether.backends.paths.clean`, and every
+failure comes back to the model as an error it can act on.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.errors import BackendError
+from tether.backends.paths import clean
+from tether.backends.search import glob_match, include_match, split_lines
+from tether.messages import BinaryPart
+from tether.state import ToolContext
+from tether.tools.tool import Tool, tool
+
+__all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "file_tools"]
+
+FILE_TOOL_NAMES = ("ls", "read_file", "write_file", "edit_file", "glob", "grep")
+
+DEFAULT_READ_LIMIT = 500
+MAX_LINE_CHARS = 2_000
+MAX_GLOB_RESULTS = 1_000
+MAX_GREP_LINES = 500
+MAX_READ_CHARS = 80_000  # about 20,000 tokens: one read never floods the context
+
+MEDIA_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".heic": "image/heic",
+    ".heif": "image/heif",
+    ".mp4": "video/mp4",
+    ".mpeg": "video/mpeg",
+    ".mpg": "video/mpeg",
+    ".mov": "video/quicktime",
+    ".avi": "video/x-msvideo",
+    ".flv": "video/x-flv",
+    ".webm": "video/webm",
+    ".wmv": "video/x-ms-wmv",
+    ".3gpp": "video/3gpp",
+    ".wav": "audio/wav",
+    ".mp3": "audio/mpeg",
+    ".aiff": "audio/aiff",
+    ".aac": "audio/aac",
+    ".ogg": "audio/ogg",
+    ".flac": "audio/flac",
+    ".pdf": "application/pdf",
+    ".ppt": "application/vnd.ms-powerpoint",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
+"""Files read back as multimodal content, by extension."""
+
+
+def _backend(context: ToolContext) -> Backend:
+    backend = context.backend
+    if backend is None:
+        raise BackendError("This agent has no filesystem.")
+    return backend  # type: ignore[no-any-return]
+
+
+def _media_type(path: str) -> str | None:
+    name = path.rsplit("/", 1)[-1].lower()
+    dot = name.rfind(".")
+    return MEDIA_TYPES.get(name[dot:]) if dot > 0 else None
+
+
+def _stamp(info: FileInfo) -> str:
+    if info.modified is None:
+        return f"{info.size} bytes"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.modified))
+    return f"{info.size} bytes, modified {when}"
+
+
+async def ls(context: ToolContext, path: str = "/") -> str:
+    """List a directory: each entry with its size and modification time.
+
+    Args:
+        path: Absolute directory path.
+    """
+    entries = await _backend(context).ls(clean(path))
+    if not entries:
+        return f"{clean(path)} is empty."
+    return "\n".join(f"{e.path}/" if e.is_dir else f"{e.path} ({_stamp(e)})" for e in entries)
+
+
+async def read_file(
+    context: ToolContext, file_path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT
+) -> str | BinaryPart:
+    """Read a file as numbered lines. Images, audio, video, PDF and PowerPoint files come
+    back as content you can see.
+
+    Args:
+        file_path: Absolute file path.
+        offset: Lines to skip from the start.
+        limit: Most lines to return.
+    """
+    path = clean(file_path)
+    if offset < 0 or limit < 1:
+        raise BackendError("offset must be >= 0 and limit >= 1.")
+    data = await _backend(context).read(path)
+    media_type = _media_type(path)
+    if media_type is not None:
+        return BinaryPart(data, media_type)
+    if b"\x00" in data:
+        raise BackendError(
+            f"{path} is a binary file ({len(data)} bytes) and cannot be shown as text."
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BackendError(
+            f"{path} is not UTF-8 text ({len(data)} bytes) and cannot be shown."
+        ) from None
+    if not text:
+        return f"{path} is empty."
+    lines = split_lines(text)
+    if offset >= len(lines):
+        raise BackendError(f"{path} has {len(lines)} lines; offset {offset} is past the end.")
+    numbered_lines: list[str] = []
+    size = 0
+    for n, line in enumerate(lines[offset : offset + limit], start=offset + 1):
+        numbered_lines.append(f"{n:>6}\t{_cut(line)}")
+        size += len(numbered_lines[-1]) + 1
+        if size > MAX_READ_CHARS:
+            break
+    numbered = "\n".join(numbered_lines)
+    end = offset + len(numbered_lines)
+    if end < len(lines):
+        numbered += f"\n(lines {offset + 1}-{end} of {len(lines)}; read on with offset={end})"
+    return numbered
+
+
+def _cut(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return f"{line[:MAX_LINE_CHARS]}... [line cut: {len(line) - MAX_LINE_CHARS} more characters]"
+
+
+async def write_file(context: ToolContext, file_path: str, content: str) -> str:
+    """Create a new file with the given content. Fails if the file exists: read it, then
+    change it with edit_file.
+
+    Args:
+        file_path: Absolute path of the new file.
+        content: The whole text of the file.
+    """
+    path = clean(file_path)
+    backend = _backend(context)
+    existing = await backend.stat(path)
+    if existing is not None:
+        what = "a directory" if existing.is_dir else "a file that already exists"
+        raise BackendError(
+            f"{path} is {what}. To change a file, read it with read_file and use edit_file."
+        )
+    data = content.encode()
+    await backend.write(path, data)
+    return f"Wrote {len(data)} bytes to {path}."
+
+
+async def edit_file(
+    context: ToolContext,
+    file_path: str,
+    old_string: str,
+    new_string: str,
+    replace_all: bool = False,
+) -> str:
+    """Replace exact text in a file. `old_string` must occur exactly once unless
+    `replace_all` is true; include surrounding lines to make it unique.
+
+    Args:
+        file_path: Absolute path of the file.
+        old_string: The exact text to replace, whitespace included.
+        new_string: The text to put in its place.
+        replace_all: Replace every occurrence instead of exactly one.
+    """
+    path = clean(file_path)
+    if old_string == new_string:
+        raise BackendError("old_string and new_string are the same; nothing would change.")
+    if not old_string:
+        raise BackendError("old_string is empty; to create a file use write_file.")
+    backend = _backend(context)
+    try:
+        text = (await backend.read(path)).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BackendError(f"{path} is not UTF-8 text and cannot be edited.") from None
+    count = text.count(old_string)
+    if count == 0:
+        raise BackendError(
+            f"old_string was not found in {path}. Read the file and copy the text exactly."
+        )
+    if count > 1 and not replace_all:
+        raise BackendError(
+            f"old_string occurs {count} times in {path}. Add surrounding lines to make it "
+            "unique, or set replace_all to true."
+        )
+    await backend.write(path, text.replace(old_string, new_string).encode())
+    return f"Replaced {count if replace_all else 1} occurrence(s) in {path}."
+
+
+async def glob(context: ToolContext, pattern: str, path: str = "/") -> str:
+    """Find files by name pattern, such as `**/*.py` or `src/*.{js,ts}`.
+
+    Args:
+        pattern: Glob pattern, relative to `path` (or absolute when it starts with `/`).
+        path: Directory to search from.
+    """
+    directory = clean(path)
+    matched = glob_match(await _backend(context).files(directory), pattern, directory)
+    if not matched:
+        return f"No files match {pattern!r} under {directory}."
+    lines = [f.path for f in matched[:MAX_GLOB_RESULTS]]
+    if len(matched) > MAX_GLOB_RESULTS:
+        lines.append(f"({len(matched) - MAX_GLOB_RESULTS} more; narrow the pattern)")
+    return "\n".join(lines)
+
+
+async def grep(
+    context: ToolContext,
+    pattern: str,
+    *,
+    path: str = "/",
+    glob: str | None = None,
+    output_mode: Literal["files_with_matches", "content", "count"] = "files_with_matches",
+    context_lines: int = 0,
+    literal: bool = False,
+    ignore_case: bool = False,
+) -> str:
+    """Search file contents with a regular expression (or literal text).
+
+    Args:
+        pattern: Regular expression, or plain text when `literal` is true.
+        path: Directory to search.
+        glob: Only search files whose name or relative path matches, e.g. `*.py`.
+        output_mode: `files_with_matches` (paths), `content` (matching lines), or `count`.
+        context_lines: Lines of context around each match, in `content` mode.
+        literal: Treat the pattern as plain text.
+        ignore_case: Match regardless of case.
+    """
+    directory = clean(path)
+    if context_lines < 0:
+        raise BackendError("context_lines must be >= 0.")
+    backend = _backend(context)
+    hits = await backend.grep(pattern, directory, literal=literal, ignore_case=ignore_case)
+    if glob:
+        hits = [h for h in hits if include_match(h.path, directory, glob)]
+    if not hits:
+        return f"No matches for {pattern!r} under {directory}."
+    if output_mode == "files_with_matches":
+        lines = list(dict.fromkeys(h.path for h in hits))
+    elif output_mode == "count":
+        counts: dict[str, int] = {}
+        for hit in hits:
+            counts[hit.path] = counts.get(hit.path, 0) + 1
+        lines = [f"{p}:{n}" for p, n in counts.items()]
+    else:
+        lines = await _content(backend, hits, context_lines)
+    if len(lines) > MAX_GREP_LINES:
+        rest = len(lines) - MAX_GREP_LINES
+        lines = [*lines[:MAX_GREP_LINES], f"({rest} more lines; narrow the search)"]
+    return "\n".join(lines)
+
+
+async def _content(backend: Backend, hits: Sequence[GrepHit], around: int) -> list[str]:
+    """`path:line:text` for matches and `path-line-text` for context, groups split by `--`."""
+    if around == 0:
+        return [f"{h.path}:{h.line}:{_cut(h.text)}" for h in hits]
+    by_file: dict[str, set[int]] = {}
+    for hit in hits:
+        by_file.setdefault(hit.path, set()).add(hit.line)
+    out: list[str] = []
+    for path, matched in by_file.items():
+        text = split_lines((await backend.read(path)).decode("utf-8", errors="replace"))
+        shown = sorted(
+            {n for m in matched for n in range(m - around, m + around + 1) if 1 <= n <= len(text)}
+        )
+        for i, n in enumerate(shown):
+            if out and (i == 0 or n != shown[i - 1] + 1):
+                out.append("--")  # a gap, or the next file
+            mark = ":" if n in matched else "-"
+            out.append(f"{path}{mark}{n}{mark}{_cut(text[n - 1])}")
+    return out
+
+
+@functools.cache
+def file_tools() -> tuple[Tool, ...]:
+    """The six file tools, in the order the model sees them.
+
+    Built on first use, not at import: reading their docstrings loads docstring-parser.
+    """
+    reading = tool(read_only=True, idempotent=True)
+    return (
+        reading(ls),
+        reading(read_file),
+        tool(write_file),
+        tool(edit_file),
+        reading(glob),
+        reading(grep),
+    )
