@@ -130,8 +130,8 @@ class FilesystemBackend:
             raise BackendError(f"{path} is a directory. List it with ls.") from None
         except OSError as exc:
             raise BackendError(f"Cannot read {path}: {exc.strerror}.") from None
-        with os.fdopen(fd, "rb") as file:
-            st = os.fstat(file.fileno())
+        try:
+            st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise BackendError(f"{path} is a directory. List it with ls.")
             if not stat.S_ISREG(st.st_mode):
@@ -140,7 +140,14 @@ class FilesystemBackend:
                 raise BackendError(
                     f"{path} is {st.st_size} bytes, over the {self.max_file_bytes} byte limit."
                 )
-            return file.read(self.max_file_bytes + 1)[: self.max_file_bytes]
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:  # it grew while we read it
+            raise BackendError(f"{path} is over the {self.max_file_bytes} byte limit.")
+        return data
 
     async def write(self, path: str, data: bytes) -> None:
         if len(data) > self.max_file_bytes:

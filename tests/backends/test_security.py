@@ -1,0 +1,143 @@
+"""Hostile paths and symlink layouts: nothing reads or writes outside the root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tether.backends import FilesystemBackend, StateBackend
+from tether.backends.paths import clean
+
+from .conftest import call_tool
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    """root/ with files and traps; outside/ with a secret next to it."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "inner").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP SECRET")
+    (root / "a.txt").write_text("hello")
+    (root / "link_out").symlink_to(outside)  # a directory link leading out
+    (root / "file_link").symlink_to(outside / "secret.txt")  # a file link leading out
+    (root / "inner" / "deep_link").symlink_to("/etc")  # absolute link, one level down
+    (root / "inner" / "up_link").symlink_to("../../outside")  # relative link leading out
+    (root / "ok_link.txt").symlink_to(root / "a.txt")  # a link that stays inside
+    (root / "loop").symlink_to(root / "loop")  # a link to itself
+    os.mkfifo(root / "pipe")  # reading it must not hang
+    return root, outside
+
+
+HOSTILE = [
+    "../outside/secret.txt",
+    "/../outside/secret.txt",
+    "/a.txt/../../outside/secret.txt",
+    "..",
+    "/..",
+    "inner/../../outside",
+    "/./../outside/secret.txt",
+    "/inner/./../../x",
+    "/a\x00b",
+    "\x00",
+    "C:\\Windows\\system.ini",
+    "C:/Windows/system.ini",
+    "c:secret",
+    "\\\\server\\share\\x",
+    "/inner\\..\\..\\outside",
+    "~",
+    "~/secret.txt",
+    "~root/.bashrc",
+    "/link_out/secret.txt",
+    "/link_out",
+    "/link_out/new.txt",
+    "/file_link",
+    "/inner/deep_link/passwd",
+    "/inner/deep_link",
+    "/inner/up_link/secret.txt",
+    "/inner/up_link",
+    "/loop",
+    "/pipe",
+    "",
+    "   ",
+    "/" + "a" * 5000,
+    "/a\nb",
+    "/ leading-space",
+    "/trailing-space ",
+]
+
+
+@pytest.mark.parametrize("path", HOSTILE)
+async def test_hostile_paths_fail_readably_and_stay_inside(
+    layout: tuple[Path, Path], path: str
+) -> None:
+    root, outside = layout
+    backend = FilesystemBackend(root)
+    before = sorted(p.name for p in outside.iterdir())
+    for name, args in [
+        ("read_file", {"file_path": path}),
+        ("write_file", {"file_path": path, "content": "pwned"}),
+        ("edit_file", {"file_path": path, "old_string": "TOP", "new_string": "pwned"}),
+        ("ls", {"path": path}),
+    ]:
+        result = await call_tool(backend, name, **args)
+        assert result.is_error, f"{name}({path!r}) succeeded: {result.text}"
+        assert result.text.strip(), f"{name}({path!r}) gave an empty error"
+        assert "Traceback" not in result.text
+        assert "TOP SECRET" not in result.text
+    assert sorted(p.name for p in outside.iterdir()) == before
+    assert (outside / "secret.txt").read_text() == "TOP SECRET"
+    assert not (root.parent / "pwned").exists()
+
+
+async def test_search_and_listing_never_leave_the_root(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    for rg in (False, True) if _has_rg() else (False,):
+        backend = FilesystemBackend(root, use_ripgrep=rg)
+        found = (await call_tool(backend, "glob", pattern="**/*")).text
+        assert "secret" not in found
+        assert "passwd" not in found
+        grep = await call_tool(backend, "grep", pattern="SECRET|root:")
+        assert grep.text.startswith("No matches")
+        listing = (await call_tool(backend, "ls", path="/")).text
+        assert "link_out" not in listing
+        assert "file_link" not in listing
+        assert "pipe" not in listing
+        assert "/ok_link.txt" in listing  # a link inside the root is fine
+
+
+async def test_a_link_that_stays_inside_can_be_read(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    result = await call_tool(FilesystemBackend(root), "read_file", file_path="/ok_link.txt")
+    assert result.text == "     1\thello"
+
+
+async def test_writing_through_a_link_to_outside_is_refused(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    result = await call_tool(
+        FilesystemBackend(root), "write_file", file_path="/link_out/new.txt", content="x"
+    )
+    assert "outside the workspace" in result.text
+    assert not (outside / "new.txt").exists()
+
+
+async def test_state_backend_refuses_the_same_paths() -> None:
+    backend = StateBackend()
+    for path in HOSTILE[:18]:
+        result = await call_tool(backend, "write_file", file_path=path, content="x")
+        assert result.is_error, path
+    assert backend.data == {}
+
+
+def test_clean_gives_one_canonical_form() -> None:
+    assert clean("a//b/./c/") == "/a/b/c"
+    assert clean("/") == "/"
+    assert clean("./x") == "/x"
+
+
+def _has_rg() -> bool:
+    import shutil
+
+    return shutil.which("rg") is not None
