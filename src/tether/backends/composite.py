@@ -45,8 +45,8 @@ class CompositeBackend:
         return self.default, "", path
 
     def _inside(self, path: str) -> list[str]:
-        """Route prefixes strictly inside directory `path`."""
-        return [p for p in self.routes if p != path and is_under(p, path)]
+        """Route prefixes strictly inside directory `path`, outermost first."""
+        return sorted((p for p in self.routes if p != path and is_under(p, path)), key=len)
 
     async def ls(self, path: str) -> list[FileInfo]:
         backend, prefix, inner = self._route(path)
