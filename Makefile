@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-unit: $(STAMP)
+# System tools the tests use, installed only when missing (CI starts from a bare machine).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+system-deps:
+	@command -v rg >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq ripgrep >/dev/null; }
+
+unit: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

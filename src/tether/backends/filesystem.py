@@ -191,16 +191,18 @@ class FilesystemBackend:
         if not directory.is_dir():
             return []
         names = self._rg_files(directory) if self.ripgrep else _walk(directory)
+        host_prefix = str(directory) + "/"
+        virtual_prefix = self.virtual(directory).rstrip("/") + "/"
         found = []
-        for name in names:
-            host = directory / name
+        for name in names:  # plain strings and os.lstat: pathlib costs ~10 µs a file here
             try:
-                st = host.lstat()
+                st = os.lstat(host_prefix + name)
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                found.append(FileInfo(self.virtual(host), size=st.st_size, modified=st.st_mtime))
-        return sorted(found, key=lambda f: f.path)
+                found.append(FileInfo(virtual_prefix + name, size=st.st_size, modified=st.st_mtime))
+        found.sort(key=lambda f: f.path)
+        return found
 
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
