@@ -35,8 +35,9 @@ unit: $(STAMP) system-deps
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(BIN)/python bench/loop_overhead.py
+	$(BIN)/python bench/file_search.py --repeat 3
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
