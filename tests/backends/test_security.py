@@ -141,3 +141,28 @@ def _has_rg() -> bool:
     import shutil
 
     return shutil.which("rg") is not None
+
+
+async def test_backends_check_paths_themselves(layout: tuple[Path, Path]) -> None:
+    """Custom tools call the backend directly; the checks must hold there too."""
+    from tether.backends import BackendError, CompositeBackend, PermissionedBackend, Rule
+
+    root, _ = layout
+    backends = [
+        FilesystemBackend(root),
+        StateBackend(),
+        CompositeBackend(StateBackend(), {"/m/": StateBackend()}),
+    ]
+    for backend in backends:
+        for bad in ("../outside/secret.txt", "/a\x00b", "C:\\x", "/m/../../x"):
+            with pytest.raises(BackendError):
+                await backend.read(bad)
+            with pytest.raises(BackendError):
+                await backend.write(bad, b"x")
+    guarded = PermissionedBackend(
+        StateBackend({"/secrets/key": (b"k", 0.0)}),
+        [Rule(operations={"read"}, paths=["/secrets/**"], mode="deny")],
+    )
+    for sneaky in ("//secrets/key", "/secrets/./key", "secrets/key"):
+        with pytest.raises(BackendError, match="Permission denied"):
+            await guarded.read(sneaky)

@@ -39,6 +39,7 @@ class CompositeBackend:
 
     def _route(self, path: str) -> tuple[Backend, str, str]:
         """The backend for `path`, its route prefix ("" for the default) and its inner path."""
+        path = clean(path)
         for prefix, backend in self.routes.items():
             if is_under(path, prefix):
                 return backend, prefix, path[len(prefix) :] or "/"
@@ -49,6 +50,7 @@ class CompositeBackend:
         return sorted((p for p in self.routes if p != path and is_under(p, path)), key=len)
 
     async def ls(self, path: str) -> list[FileInfo]:
+        path = clean(path)
         backend, prefix, inner = self._route(path)
         entries: dict[str, FileInfo] = {}
         try:
@@ -71,6 +73,7 @@ class CompositeBackend:
         await backend.write(inner, data)
 
     async def stat(self, path: str) -> FileInfo | None:
+        path = clean(path)
         backend, prefix, inner = self._route(path)
         info = await backend.stat(inner)
         if info is None and self._inside(path):
@@ -78,6 +81,7 @@ class CompositeBackend:
         return None if info is None else _moved(info, prefix)
 
     async def files(self, path: str) -> list[FileInfo]:
+        path = clean(path)
         backend, prefix, inner = self._route(path)
         found = [_moved(f, prefix) for f in await backend.files(inner)]
         for route in self._inside(path):
@@ -88,6 +92,7 @@ class CompositeBackend:
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
     ) -> list[GrepHit]:
+        path = clean(path)
         backend, prefix, inner = self._route(path)
         options = {"literal": literal, "ignore_case": ignore_case}
         hits = [

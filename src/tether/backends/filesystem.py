@@ -23,6 +23,7 @@ from typing import Any
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
 from tether.backends.errors import BackendError
+from tether.backends.paths import clean
 from tether.backends.search import compile_pattern, grep_text
 from tether.errors import ConfigurationError
 
@@ -68,7 +69,8 @@ class FilesystemBackend:
     # -- paths -------------------------------------------------------------------
 
     def host(self, path: str) -> Path:
-        """The host path for clean virtual `path`, symlinks resolved, checked to be inside root."""
+        """The host path for virtual `path`, symlinks resolved, checked to be inside root."""
+        path = clean(path)
         if not self.virtual_mode:
             return Path(os.path.realpath(path))
         real = Path(os.path.realpath(self.root / path.lstrip("/")))

@@ -20,6 +20,7 @@ from wcmatch import glob as wc
 
 from tether.backends.base import Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
+from tether.backends.paths import clean
 from tether.errors import ConfigurationError
 
 __all__ = ["Operation", "PermissionedBackend", "Policy", "Rule"]
@@ -97,42 +98,47 @@ class PermissionedBackend:
     def bind(self, state: Any) -> PermissionedBackend:
         return PermissionedBackend(self.backend.bind(state), self.rules, self.policy)
 
-    def check(self, operation: Operation, path: str) -> None:
-        """Refuse `operation` on `path` with a `BackendError` unless it is allowed."""
+    def check(self, operation: Operation, path: str) -> str:
+        """`path` cleaned, or a `BackendError` when `operation` on it is not allowed.
+
+        Rules match clean paths only, so "//secrets/x" cannot slip past "/secrets/**".
+        """
+        path = clean(path)
         if not allowed(self.rules, operation, path):
             raise BackendError(f"Permission denied: {operation} access to {path} is not allowed.")
         if self.policy is not None:
             refusal = self.policy(operation, path)
             if refusal:
                 raise BackendError(f"Refused by policy: {refusal}")
+        return path
 
     def visible(self, path: str) -> bool:
         return allowed(self.rules, "read", path)
 
     async def ls(self, path: str) -> list[FileInfo]:
-        self.check("read", path)
+        path = self.check("read", path)
         return [f for f in await self.backend.ls(path) if self.visible(f.path)]
 
     async def read(self, path: str) -> bytes:
-        self.check("read", path)
+        path = self.check("read", path)
         return await self.backend.read(path)
 
     async def write(self, path: str, data: bytes) -> None:
-        self.check("write", path)
+        path = self.check("write", path)
         await self.backend.write(path, data)
 
     async def stat(self, path: str) -> FileInfo | None:
-        self.check("read", path)
+        path = self.check("read", path)
         return await self.backend.stat(path)
 
     async def files(self, path: str) -> list[FileInfo]:
-        self.check("read", path)
+        path = self.check("read", path)
         return [f for f in await self.backend.files(path) if self.visible(f.path)]
 
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
     ) -> list[GrepHit]:
-        self.check("read", path)
+        path = self.check("read", path)
         hits = await self.backend.grep(pattern, path, literal=literal, ignore_case=ignore_case)
         return [h for h in hits if self.visible(h.path)]
 

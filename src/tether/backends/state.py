@@ -7,7 +7,7 @@ from typing import Any
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
 from tether.backends.errors import BackendError
-from tether.backends.paths import is_under, join
+from tether.backends.paths import clean, is_under, join
 from tether.backends.search import compile_pattern, grep_text
 
 __all__ = ["FileTable", "StateBackend", "TableBackend"]
@@ -31,6 +31,7 @@ class TableBackend:
         raise NotImplementedError
 
     async def ls(self, path: str) -> list[FileInfo]:
+        path = clean(path)
         table = await self.table()
         if path in table:
             raise BackendError(f"{path} is a file, not a directory. Read it with read_file.")
@@ -50,6 +51,7 @@ class TableBackend:
         return sorted(entries.values(), key=lambda f: f.path)
 
     async def read(self, path: str) -> bytes:
+        path = clean(path)
         table = await self.table()
         if path not in table:
             if any(is_under(p, path) for p in table):
@@ -63,6 +65,7 @@ class TableBackend:
         return data
 
     async def write(self, path: str, data: bytes) -> None:
+        path = clean(path)
         if path == "/":
             raise BackendError("'/' is a directory; give a file path.")
         if len(data) > self.max_file_bytes:
@@ -80,6 +83,7 @@ class TableBackend:
         await self.put(path, data, time.time())
 
     async def stat(self, path: str) -> FileInfo | None:
+        path = clean(path)
         table = await self.table()
         if path in table:
             data, modified = table[path]
@@ -89,6 +93,7 @@ class TableBackend:
         return None
 
     async def files(self, path: str) -> list[FileInfo]:
+        path = clean(path)
         table = await self.table()
         return sorted(
             (
@@ -102,6 +107,7 @@ class TableBackend:
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
     ) -> list[GrepHit]:
+        path = clean(path)
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
         table = await self.table()
         hits: list[GrepHit] = []
