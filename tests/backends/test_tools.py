@@ -198,3 +198,9 @@ async def test_size_limit_on_write_and_read(tmp_path: Path) -> None:
     assert "over the 10 byte limit" in await fails(
         state, "write_file", file_path="/big.txt", content="x" * 11
     )
+
+
+def test_the_tool_name_list_matches_the_tools() -> None:
+    from tether.tools.files import FILE_TOOL_NAMES, file_tools
+
+    assert tuple(t.name for t in file_tools()) == FILE_TOOL_NAMES

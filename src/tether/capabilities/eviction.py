@@ -35,8 +35,8 @@ class LargeResultEviction(Capability):
         path = f"{EVICTION_DIR}/{call.id}"
         try:
             await context.backend.write(path, text.encode())
-        except (BackendError, AttributeError):
-            return result  # nowhere to put it: the model gets it whole
+        except BackendError:
+            return result  # refused (a permission, a policy): the model gets it whole
         preview = "\n".join(text.split("\n")[:PREVIEW_LINES])
         note = (
             f"The result was {len(text)} characters (about {len(text) // CHARS_PER_TOKEN} "
