@@ -166,3 +166,12 @@ async def test_backends_check_paths_themselves(layout: tuple[Path, Path]) -> Non
     for sneaky in ("//secrets/key", "/secrets/./key", "secrets/key"):
         with pytest.raises(BackendError, match="Permission denied"):
             await guarded.read(sneaky)
+
+
+async def test_without_virtual_mode_paths_are_host_paths(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    backend = FilesystemBackend(root, virtual_mode=False)
+    secret = await call_tool(backend, "read_file", file_path=str(outside / "secret.txt"))
+    assert secret.text == "     1\tTOP SECRET"  # the caller chose to give the whole machine
+    listing = await call_tool(backend, "ls", path=str(outside))
+    assert listing.text.startswith(f"{outside}/secret.txt (10 bytes")
