@@ -123,6 +123,7 @@ class FilesystemBackend:
         return await asyncio.to_thread(self._read, path)
 
     def _read(self, path: str) -> bytes:
+        path = clean(path)
         real = self.host(path)
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -159,6 +160,7 @@ class FilesystemBackend:
         await asyncio.to_thread(self._write, path, data)
 
     def _write(self, path: str, data: bytes) -> None:
+        path = clean(path)
         real = self.host(path)
         if real == self.root or real.is_dir():
             raise BackendError(f"{path} is a directory; give a file path.")
@@ -167,9 +169,7 @@ class FilesystemBackend:
             self.host(path)  # a parent made just now must not have turned into a way out
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
             fd = os.open(real, flags, 0o644)
-        except FileExistsError:
-            raise BackendError(f"A parent of {path} is a file.") from None
-        except NotADirectoryError:
+        except (FileExistsError, NotADirectoryError):
             raise BackendError(f"A parent of {path} is a file.") from None
         except OSError as exc:
             raise BackendError(f"Cannot write {path}: {exc.strerror}.") from None
