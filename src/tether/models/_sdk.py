@@ -146,6 +146,11 @@ def _detail(exc: BaseException) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+def omitted(part: Any, reader: str) -> str:
+    """The text sent in place of binary content `reader` (a model) cannot take."""
+    return f"[{part.media_type} content omitted: {reader} cannot read it]"
+
+
 def schema_name(name: str) -> str:
     """A name the providers accept for a JSON schema: letters, digits, `_` and `-`."""
     cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)

@@ -279,4 +279,4 @@ def _binary_block(part: BinaryPart) -> dict[str, Any]:
             "type": "document",
             "source": {"type": "text", "media_type": "text/plain", "data": text},
         }
-    return {"type": "text", "text": f"[{part.media_type} content omitted: Claude cannot read it]"}
+    return {"type": "text", "text": _sdk.omitted(part, "Claude")}

@@ -464,7 +464,7 @@ def _chat_content(parts: Iterable[ContentPart]) -> str | list[dict[str, Any]]:
             file = {"filename": "document.pdf", "file_data": _data_url(part)}
             blocks.append({"type": "file", "file": file})
         else:
-            blocks.append({"type": "text", "text": _omitted(part)})
+            blocks.append({"type": "text", "text": _sdk.omitted(part, "this model")})
     return blocks
 
 
@@ -530,13 +530,9 @@ def _responses_content(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
                 {"type": "input_file", "filename": "document.pdf", "file_data": _data_url(part)}
             )
         else:
-            blocks.append({"type": "input_text", "text": _omitted(part)})
+            blocks.append({"type": "input_text", "text": _sdk.omitted(part, "this model")})
     return blocks
 
 
 def _data_url(part: BinaryPart) -> str:
     return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
-
-
-def _omitted(part: BinaryPart) -> str:
-    return f"[{part.media_type} content omitted: this model cannot read it]"
