@@ -28,9 +28,11 @@ class LargeResultEviction(Capability):
     async def around_tool(
         self, call: ToolCall, context: ToolContext, proceed: ToolHandler
     ) -> ToolResult:
+        if call.name in FILE_TOOL_NAMES:
+            return await proceed(call, context)
         result = await proceed(call, context)
         text = result.text
-        if call.name in FILE_TOOL_NAMES or len(text) <= self.token_limit * CHARS_PER_TOKEN:
+        if len(text) <= self.token_limit * CHARS_PER_TOKEN:
             return result
         path = f"{EVICTION_DIR}/{call.id}"
         try:

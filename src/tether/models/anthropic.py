@@ -2,7 +2,7 @@
 
 ```python
 from tether.models.anthropic import AnthropicModel
-model = AnthropicModel("claude-sonnet-4-5")      # key from ANTHROPIC_API_KEY
+model = AnthropicModel("claude-sonnet-5-5")      # key from ANTHROPIC_API_KEY
 ```
 
 Every request streams (the SDK refuses long non-streamed requests). Prompt caching is
