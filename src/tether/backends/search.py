@@ -11,7 +11,15 @@ from tether.backends.base import FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import is_under
 
-__all__ = ["compile_pattern", "glob_match", "grep_text", "include_match", "relative", "split_lines"]
+__all__ = [
+    "compile_pattern",
+    "glob_match",
+    "grep_text",
+    "include_match",
+    "is_binary",
+    "relative",
+    "split_lines",
+]
 
 _GLOB_FLAGS = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
 
@@ -67,7 +75,7 @@ def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> re.Pat
 
 def grep_text(path: str, data: bytes, regex: re.Pattern[str]) -> list[GrepHit]:
     """The matching lines of one file; none for a binary file."""
-    if b"\x00" in data:
+    if is_binary(data):
         return []
     lines = split_lines(data.decode("utf-8", errors="replace"))
     return [
@@ -83,3 +91,8 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+def is_binary(data: bytes) -> bool:
+    """A NUL byte makes a file binary: grep skips it and read_file will not show it."""
+    return b"\x00" in data

@@ -14,7 +14,7 @@ from typing import Literal
 from tether.backends.base import Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
-from tether.backends.search import glob_match, include_match, split_lines
+from tether.backends.search import glob_match, include_match, is_binary, split_lines
 from tether.messages import BinaryPart
 from tether.state import ToolContext
 from tether.tools.tool import Tool, tool
@@ -109,7 +109,7 @@ async def read_file(
     media_type = _media_type(path)
     if media_type is not None:
         return BinaryPart(data, media_type)
-    if b"\x00" in data:
+    if is_binary(data):
         raise BackendError(
             f"{path} is a binary file ({len(data)} bytes) and cannot be shown as text."
         )
