@@ -35,9 +35,19 @@ unit: $(STAMP) system-deps
 
 test: lint typecheck unit
 
-bench: $(STAMP) system-deps
-	$(BIN)/python bench/loop_overhead.py
-	$(BIN)/python bench/file_search.py --repeat 3
+# deepagents, pinned with everything it pulls in, in a venv of its own.
+BENCH_VENV := bench/.venv-deepagents
+BENCH_STAMP := $(BENCH_VENV)/.installed-$(shell cat bench/requirements-deepagents.txt | cksum | cut -d' ' -f1)
+
+$(BENCH_STAMP): bench/requirements-deepagents.txt
+	rm -rf $(BENCH_VENV)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r bench/requirements-deepagents.txt
+	touch $@
+
+bench: $(STAMP) $(BENCH_STAMP) system-deps
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

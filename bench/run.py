@@ -1,0 +1,272 @@
+"""`make bench`: tether, deepagents and a bare loop, side by side, in one run.
+
+Every scenario runs in fresh processes: tether's side in the project's .venv,
+deepagents' side in bench/.venv-deepagents (which `make bench` installs from
+bench/requirements-deepagents.txt), the bare loop next to tether. Writes
+bench/results.json and bench/RESULTS.md.
+
+    .venv/bin/python bench/run.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import scenarios
+
+HERE = Path(__file__).resolve().parent
+SIDES = {
+    "tether": (sys.executable, HERE / "tether_side.py"),
+    "deepagents": (str(HERE / ".venv-deepagents" / "bin" / "python"), HERE / "deepagents_side.py"),
+    "bare": (sys.executable, HERE / "scenarios.py"),
+}
+TASK_PENDING = "tether's task tool arrives with issue 7"
+
+
+def scenario(side: str, name: str, **args: object) -> dict[str, Any]:
+    python, script = SIDES[side]
+    command = [python, str(script), name, *(f"{k}={v}" for k, v in args.items())]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{side} {name} failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def both(name: str, floor: bool = False, **args: object) -> dict[str, Any]:
+    sides = ("tether", "deepagents", "bare") if floor else ("tether", "deepagents")
+    results = {}
+    for side in sides:
+        print(f"  {name} {args or ''} on {side}", file=sys.stderr, flush=True)
+        results[side] = scenario(side, name, **args)
+    return results
+
+
+def cold_import(runs: int) -> dict[str, Any]:
+    out = {}
+    for side in ("tether", "deepagents"):
+        samples = [scenario(side, "import")["ms"] for _ in range(runs)]
+        out[side] = {"ms": statistics.median(samples), "samples": samples}
+    return out
+
+
+def direct_rg(tree: Path, args: list[str], repeat: int) -> float:
+    rg = shutil.which("rg")
+    if rg is None:
+        raise SystemExit("ripgrep is needed for the search scenario (make system-deps)")
+    times = []
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        subprocess.run([rg, *args], cwd=tree, capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return scenarios.median_ms(times[1:])
+
+
+def search(files: int, repeat: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        expected = scenarios.build_tree(tree, files)
+        out: dict[str, Any] = {}
+        for kind, pattern, rg_args in (
+            ("glob", scenarios.GLOB_PATTERN, ["--files", "--glob", scenarios.GLOB_PATTERN]),
+            ("grep", scenarios.GREP_PATTERN, ["-l", "-F", scenarios.GREP_PATTERN]),
+        ):
+            row = both(
+                "search",
+                tree=tree,
+                expected=expected[kind],
+                repeat=repeat,
+                task=f"{kind} {pattern}",
+            )
+            row["rg"] = {"ms": direct_rg(tree, rg_args, repeat)}
+            out[kind] = row
+        return out
+
+
+def versions() -> dict[str, str]:
+    probe = (
+        "import importlib.metadata as m, json, sys; "
+        "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))"
+    )
+    found: dict[str, str] = {}
+    for python, names in (
+        (sys.executable, ["tether", "pydantic"]),
+        (SIDES["deepagents"][0], ["deepagents", "langchain", "langgraph"]),
+    ):
+        done = subprocess.run(
+            [python, "-c", probe, *names], capture_output=True, text=True, check=True
+        )
+        found.update(json.loads(done.stdout))
+    return found
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "system": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "python": platform.python_version(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
+    options = parser.parse_args()
+    if not Path(SIDES["deepagents"][0]).exists():
+        raise SystemExit("bench/.venv-deepagents is missing: run `make bench`")
+    quick = options.quick
+    step_sizes = {10: 5, 100: 5, 1000: 3} if not quick else {10: 2, 100: 1, 200: 1}
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "versions": versions(),
+        "quick": quick,
+    }
+    runs: dict[str, Any] = {}
+    print("cold import", file=sys.stderr, flush=True)
+    runs["import"] = cold_import(3 if quick else 9)
+    runs["construction"] = both("construction", repeat=20)
+    runs["prompt"] = both("prompt")
+    runs["steps"] = {
+        str(size): both("steps", floor=True, steps=size, repeat=repeat)
+        for size, repeat in step_sizes.items()
+    }
+    big = max(step_sizes)
+    runs["memory"] = both("memory", floor=True, steps=big)
+    agents = 100 if quick else 1000
+    runs["concurrency"] = both("concurrency", floor=True, agents=agents, steps=5)
+    runs["task"] = both("task", repeat=5)
+    runs["search"] = search(2_000 if quick else 20_000, 3)
+    results["runs"] = runs
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (HERE / "RESULTS.md").write_text(report(results, big, agents))
+    print((HERE / "RESULTS.md").read_text())
+
+
+def report(results: dict[str, Any], big: int, agents: int) -> str:
+    """The Markdown table: one row per measure, ratios against tether and the floor."""
+    runs = results["runs"]
+    rows: list[tuple[str, dict[str, Any], str, str]] = [
+        ("cold `import` (ms, median of fresh processes)", runs["import"], "ms", ""),
+        ("first agent construction in a process (ms)", runs["construction"], "first_ms", ""),
+        ("agent construction, warm (ms)", runs["construction"], "ms", ""),
+    ]
+    for size, row in runs["steps"].items():
+        rows.append((f"harness time per step, {size}-step run (µs)", row, "us_per_step", ""))
+    rows.append(
+        (
+            f"last 100 / first 100 steps of a {big}-step run",
+            runs["steps"][str(big)],
+            "last_100_over_first_100",
+            "x",
+        )
+    )
+    rows += [
+        (f"peak RSS of a {big}-step run (MB)", runs["memory"], "peak_rss_mb", ""),
+        (f"RSS growth during a {big}-step run (MB)", runs["memory"], "growth_mb", ""),
+        (f"{agents} concurrent runs of 5 steps, wall (ms)", runs["concurrency"], "wall_ms", ""),
+        (f"{agents} concurrent runs, peak RSS (MB)", runs["concurrency"], "peak_rss_mb", ""),
+        ("`task` subagent round trip, harness time (ms)", runs["task"], "ms", ""),
+        ("glob `**/*25.py` over 20,000 files (ms)", runs["search"]["glob"], "ms", ""),
+        ("grep `needle_` over 20,000 files (ms)", runs["search"]["grep"], "ms", ""),
+    ]
+    machine = results["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
+    lines = [
+        "# tether against deepagents",
+        "",
+        f"Measured {results['when']} by `make bench` ({results['seconds']:.0f} s) on "
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['system']}, "
+        f"Python {machine['python']}. Versions: {versions}."
+        + (" **Quick run: smaller sizes, fewer repeats.**" if results["quick"] else ""),
+        "",
+        "Both harnesses run the same scripted model (no network, no real model), so only "
+        "harness cost counts. Model time is subtracted from every per-step time. "
+        "Each harness's own default agent plus one async `add` tool. Lower is better; "
+        "the ratio is deepagents ÷ tether. The floor is a bare loop over plain dicts "
+        "(model call, tool call, append), the least any harness can cost.",
+        "",
+        "| measure | tether | deepagents | ratio | floor | tether ÷ floor |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    for label, row, key, unit in rows:
+        ours, theirs, floor = (
+            row.get(side, {}).get(key) for side in ("tether", "deepagents", "bare")
+        )
+        if ours is None and key == "ms" and "task" in label:
+            lines.append(f"| {label} | n/a ({TASK_PENDING}) | {fmt(theirs, unit)} | | | |")
+            continue
+        if "rg" in row:
+            floor = row["rg"]["ms"]
+        ratio = f"{theirs / ours:.1f}x" if ours and theirs else ""
+        over = f"{ours / floor:.1f}x" if ours and floor else ""
+        lines.append(
+            f"| {label} | {fmt(ours, unit)} | {fmt(theirs, unit)} | {ratio} "
+            f"| {fmt(floor, unit)} | {over} |"
+        )
+    prompt = runs["prompt"]
+    lines += ["", *prompt_table(prompt), ""]
+    lines += [
+        "The floor of the two search rows is `rg` run directly on the same tree. "
+        "Regenerate this file with `make bench`; the raw numbers are in bench/results.json.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def prompt_table(prompt: dict[str, Any]) -> list[str]:
+    """First-call prompt size by part, in characters of JSON as a provider would see it."""
+    ours, theirs = prompt["tether"], prompt["deepagents"]
+    names = sorted((set(ours["tool_chars"]) | set(theirs["tool_chars"])) - {"add"})
+    lines = [
+        "First-call prompt, characters (system prompt plus each tool's name, description "
+        "and JSON schema):",
+        "",
+        "| part | tether | deepagents |",
+        "|---|--:|--:|",
+        f"| system prompt | {ours['system_chars']:,} | {theirs['system_chars']:,} |",
+    ]
+    for name in names:
+        a, b = ours["tool_chars"].get(name), theirs["tool_chars"].get(name)
+        lines.append(f"| `{name}` | {fmt(a, '')} | {fmt(b, '')} |")
+    shared = [n for n in names if n in ours["tool_chars"] and n in theirs["tool_chars"]]
+    total_ours = ours["system_chars"] + sum(ours["tool_chars"][n] for n in shared)
+    total_theirs = theirs["system_chars"] + sum(theirs["tool_chars"][n] for n in shared)
+    lines.append(
+        f"| **system prompt + tools both have** | **{total_ours:,}** | **{total_theirs:,}** |"
+    )
+    return lines
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "x":
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""tether's side of the benchmark. Runs in the project's .venv.
+
+.venv/bin/python bench/tether_side.py SCENARIO key=value ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import scenarios
+from scenarios import Answer, ModelClock, Run
+
+
+def _cold_import() -> dict[str, Any]:
+    started = time.perf_counter()
+    import tether  # noqa: F401
+
+    return {"ms": (time.perf_counter() - started) * 1000}
+
+
+class ScriptModel:
+    """A tether model that follows `scenarios.next_action` and times itself."""
+
+    name, provider = "bench-script", "test"
+
+    def __init__(self, clock: ModelClock) -> None:
+        self.clock = clock
+        self.first: Any = None
+
+    async def request(self, request: Any) -> Any:
+        from tether.messages import (
+            AssistantMessage,
+            TextPart,
+            ToolCall,
+            ToolResultMessage,
+            UserMessage,
+        )
+        from tether.models import ModelResponse
+
+        started = self.clock.enter()
+        if self.first is None:
+            self.first = request
+        messages = request.messages
+        task = next(m.text for m in messages if isinstance(m, UserMessage))
+        last = messages[-1]
+        tool_text = last.results[-1].text if isinstance(last, ToolResultMessage) else None
+        action = scenarios.next_action(task, tool_text)
+        if isinstance(action, Answer):
+            response = ModelResponse(AssistantMessage((TextPart(action.text),)), "stop")
+        else:
+            call = ToolCall(action.name, action.args, id=f"call_{len(self.clock.starts)}")
+            response = ModelResponse(AssistantMessage((call,)), "tool_calls")
+        self.clock.leave(started)
+        return response
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        yield await self.request(request)
+
+
+def _agent(model: ScriptModel, backend: Any = None) -> Any:
+    from tether import Limits, create_agent, tool
+
+    return create_agent(
+        model, tools=[tool(scenarios.add)], backend=backend, limits=Limits(max_steps=None)
+    )
+
+
+async def _run(agent: Any, clock: ModelClock, task: str) -> Run:
+    from tether.messages import ToolResultMessage
+
+    started = time.perf_counter()
+    result = await agent.arun(task)
+    wall = time.perf_counter() - started
+    tool_texts = [
+        r.text for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results
+    ]
+    result_file = result.files.get(scenarios.RESULT_FILE)
+    return Run(
+        wall,
+        clock,
+        steps=result.steps,
+        file_text=result_file.decode() if result_file is not None else None,
+        answer=result.output,
+        tool_text=tool_texts[-1] if tool_texts else None,
+    )
+
+
+def _count(steps: int) -> Run:
+    clock = ModelClock()
+    return asyncio.run(_run(_agent(ScriptModel(clock)), clock, f"count {steps}"))
+
+
+def _memory(steps: int) -> dict[str, Any]:
+    _count(3)  # imports and first-build costs out of the way, as for deepagents
+    return scenarios.memory_scenario(_count, steps)
+
+
+def _construction(repeat: int) -> dict[str, Any]:
+    import tether  # noqa: F401
+
+    model = ScriptModel(ModelClock())
+    return scenarios.construction_scenario(lambda: _agent(model), repeat)
+
+
+def _prompt() -> dict[str, Any]:
+    clock = ModelClock()
+    model = ScriptModel(clock)
+    asyncio.run(_run(_agent(model), clock, "count 2"))
+    request = model.first
+    tools = {
+        spec.name: len(
+            json.dumps(
+                {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+            )
+        )
+        for spec in request.tools
+    }
+    return {
+        "system_chars": len(request.system_prompt),
+        "tool_chars": tools,
+        "system_prompt": request.system_prompt,
+    }
+
+
+def _many(agents: int, steps: int) -> tuple[list[Run], ModelClock]:
+    clock = ModelClock()
+    agent = _agent(ScriptModel(clock))
+
+    async def go() -> list[Run]:
+        return list(
+            await asyncio.gather(*(_run(agent, clock, f"count {steps}") for _ in range(agents)))
+        )
+
+    return asyncio.run(go()), clock
+
+
+def _search(tree: str, expected: int, repeat: int, task: str) -> dict[str, Any]:
+    from tether.backends import FilesystemBackend
+
+    backend = FilesystemBackend(tree)
+
+    def run(task: str) -> Run:
+        clock = ModelClock()
+        return asyncio.run(_run(_agent(ScriptModel(clock), backend), clock, task))
+
+    return scenarios.search_scenario(run, tree, expected, repeat, task)
+
+
+SIDE = {
+    "import": _cold_import,
+    "construction": _construction,
+    "prompt": _prompt,
+    "steps": lambda steps, repeat: scenarios.steps_scenario(_count, steps, repeat),
+    "memory": _memory,
+    "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
+    "search": _search,
+    # "task" arrives with the task tool (issue 7); until then the table says so.
+}
+
+if __name__ == "__main__":
+    scenarios.serve(SIDE)
