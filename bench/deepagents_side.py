@@ -108,11 +108,6 @@ def _steps(steps: int, repeat: int) -> dict[str, Any]:
     return scenarios.steps_scenario(_count, steps, repeat)
 
 
-def _memory(steps: int) -> dict[str, Any]:
-    _count(3)  # imports and first-build costs out of the way, as for tether
-    return scenarios.memory_scenario(_count, steps)
-
-
 def _construction(repeat: int) -> dict[str, Any]:
     import deepagents  # noqa: F401
 
@@ -181,7 +176,7 @@ SIDE = {
     "construction": _construction,
     "prompt": _prompt,
     "steps": _steps,
-    "memory": _memory,
+    "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
     "task": _task,
     "search": _search,

@@ -185,7 +185,12 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
     )
     rows += [
         (f"peak RSS of a {big}-step run (MB)", runs["memory"], "peak_rss_mb", ""),
-        (f"RSS growth during a {big}-step run (MB)", runs["memory"], "growth_mb", ""),
+        (
+            f"Python heap allocated by a {big}-step run, peak (MB)",
+            runs["memory"],
+            "peak_heap_mb",
+            "",
+        ),
         (f"{agents} concurrent runs of 5 steps, wall (ms)", runs["concurrency"], "wall_ms", ""),
         (f"{agents} concurrent runs, peak RSS (MB)", runs["concurrency"], "peak_rss_mb", ""),
         ("`task` subagent round trip, harness time (ms)", runs["task"], "ms", ""),
@@ -220,8 +225,9 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
             continue
         if "rg" in row:
             floor = row["rg"]["ms"]
-        ratio = f"{theirs / ours:.1f}x" if ours and theirs else ""
-        over = f"{ours / floor:.1f}x" if ours and floor else ""
+        ratios = unit != "x"  # a growth ratio is itself the result; no ratio of ratios
+        ratio = f"{theirs / ours:.1f}x" if ratios and ours and theirs else ""
+        over = f"{ours / floor:.1f}x" if ratios and ours and floor else ""
         lines.append(
             f"| {label} | {fmt(ours, unit)} | {fmt(theirs, unit)} | {ratio} "
             f"| {fmt(floor, unit)} | {over} |"

@@ -94,11 +94,6 @@ def _count(steps: int) -> Run:
     return asyncio.run(_run(_agent(ScriptModel(clock)), clock, f"count {steps}"))
 
 
-def _memory(steps: int) -> dict[str, Any]:
-    _count(3)  # imports and first-build costs out of the way, as for deepagents
-    return scenarios.memory_scenario(_count, steps)
-
-
 def _construction(repeat: int) -> dict[str, Any]:
     import tether  # noqa: F401
 
@@ -155,7 +150,7 @@ SIDE = {
     "construction": _construction,
     "prompt": _prompt,
     "steps": lambda steps, repeat: scenarios.steps_scenario(_count, steps, repeat),
-    "memory": _memory,
+    "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
     "search": _search,
     # "task" arrives with the task tool (issue 7); until then the table says so.
