@@ -168,7 +168,7 @@ def _search(tree: str, expected: int, repeat: int, task: str) -> dict[str, Any]:
         clock = ModelClock()
         return asyncio.run(_run(_agent(_chat_model(clock), backend), clock, task))
 
-    return scenarios.search_scenario(run, tree, expected, repeat, task)
+    return scenarios.search_scenario(run, expected, repeat, task)
 
 
 SIDE = {

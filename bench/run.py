@@ -32,7 +32,6 @@ SIDES = {
     "deepagents": (str(HERE / ".venv-deepagents" / "bin" / "python"), HERE / "deepagents_side.py"),
     "bare": (sys.executable, HERE / "scenarios.py"),
 }
-TASK_PENDING = "tether's task tool arrives with issue 7"
 
 
 def scenario(side: str, name: str, **args: object) -> dict[str, Any]:
@@ -216,13 +215,14 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
         "| measure | tether | deepagents | ratio | floor | tether ÷ floor |",
         "|---|--:|--:|--:|--:|--:|",
     ]
+    missing = []
     for label, row, key, unit in rows:
         ours, theirs, floor = (
             row.get(side, {}).get(key) for side in ("tether", "deepagents", "bare")
         )
-        if ours is None and key == "ms" and "task" in label:
-            lines.append(f"| {label} | n/a ({TASK_PENDING}) | {fmt(theirs, unit)} | | | |")
-            continue
+        for side in ("tether", "deepagents"):
+            if "unavailable" in row.get(side, {}):
+                missing.append(f"{label}, {side}: {row[side]['unavailable']}.")
         if "rg" in row:
             floor = row["rg"]["ms"]
         ratios = unit != "x"  # a growth ratio is itself the result; no ratio of ratios
@@ -232,6 +232,8 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
             f"| {label} | {fmt(ours, unit)} | {fmt(theirs, unit)} | {ratio} "
             f"| {fmt(floor, unit)} | {over} |"
         )
+    if missing:
+        lines += ["", "Not measured (—): " + " ".join(missing)]
     prompt = runs["prompt"]
     lines += ["", *prompt_table(prompt), ""]
     lines += [

@@ -1,7 +1,8 @@
 """What every side of the benchmark shares: the script, the checks, the clocks.
 
-Each side (`tether_side.py`, `deepagents_side.py`, and the bare loop here) runs in its
-own virtual environment, so this module uses the standard library only. A side is a
+The sides (`tether_side.py` in the project's .venv, `deepagents_side.py` in
+bench/.venv-deepagents, and the bare loop at the end of this file) live in different
+virtual environments, so this module uses the standard library only. A side is a
 table of scenario functions; `serve(side)` runs the one named on the command line in
 this fresh process and prints its result as one JSON object.
 
@@ -228,9 +229,8 @@ def count_paths(text: str) -> int:
 
 
 def search_scenario(
-    run_search: Callable[[str], Run], tree: str, expected: int, repeat: int, task: str
+    run_search: Callable[[str], Run], expected: int, repeat: int, task: str
 ) -> dict[str, Any]:
-    del tree
     times = []
     for _ in range(repeat + 1):  # the first run warms caches and lazy imports
         run = run_search(task)
@@ -244,9 +244,6 @@ def search_scenario(
 def serve(side: dict[str, Callable[..., dict[str, Any]]]) -> None:
     """Run `argv[1]` with `key=value` arguments and print its JSON result."""
     name, *pairs = sys.argv[1:]
-    if name not in side:
-        print(json.dumps({"unavailable": f"no {name!r} scenario on this side"}))
-        return
     args = {}
     for pair in pairs:
         key, value = pair.split("=", 1)

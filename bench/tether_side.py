@@ -142,7 +142,7 @@ def _search(tree: str, expected: int, repeat: int, task: str) -> dict[str, Any]:
         clock = ModelClock()
         return asyncio.run(_run(_agent(ScriptModel(clock), backend), clock, task))
 
-    return scenarios.search_scenario(run, tree, expected, repeat, task)
+    return scenarios.search_scenario(run, expected, repeat, task)
 
 
 SIDE = {
@@ -153,7 +153,7 @@ SIDE = {
     "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
     "search": _search,
-    # "task" arrives with the task tool (issue 7); until then the table says so.
+    "task": lambda repeat: {"unavailable": "tether's task tool arrives with issue 7"},
 }
 
 if __name__ == "__main__":
