@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -71,11 +70,15 @@ def _chat_model(clock: ModelClock) -> Any:
     return ScriptChatModel()
 
 
-def _agent(model: Any, backend: Any = None) -> Any:
+def _agent(model: Any, backend: Any = None, *, todos: bool = False) -> Any:
+    """deepagents' default agent plus `add`; `todos` adds the `write_todos` middleware,
+    which deepagents 0.7 no longer includes by default."""
     from deepagents import create_deep_agent
+    from langchain.agents.middleware import TodoListMiddleware
     from langchain_core.tools import tool
 
-    return create_deep_agent(model, [tool(scenarios.add)], backend=backend)
+    middleware = [TodoListMiddleware()] if todos else []
+    return create_deep_agent(model, [tool(scenarios.add)], backend=backend, middleware=middleware)
 
 
 async def _run(agent: Any, clock: ModelClock, task: str) -> Run:
@@ -99,9 +102,14 @@ async def _run(agent: Any, clock: ModelClock, task: str) -> Run:
     )
 
 
-def _count(steps: int) -> Run:
+def _fresh_run(task: str, backend: Any = None) -> Run:
+    """`task` run to its end by a new agent with a new clock."""
     clock = ModelClock()
-    return asyncio.run(_run(_agent(_chat_model(clock)), clock, f"count {steps}"))
+    return asyncio.run(_run(_agent(_chat_model(clock), backend), clock, task))
+
+
+def _count(steps: int) -> Run:
+    return _fresh_run(f"count {steps}")
 
 
 def _steps(steps: int, repeat: int) -> dict[str, Any]:
@@ -121,7 +129,7 @@ def _prompt() -> dict[str, Any]:
 
     clock = ModelClock()
     model = _chat_model(clock)
-    asyncio.run(_run(_agent(model), clock, "count 2"))
+    asyncio.run(_run(_agent(model, todos=True), clock, "count 2"))
     system = "".join(
         m.text if hasattr(m, "text") else str(m.content)
         for m in model.seen
@@ -146,29 +154,11 @@ def _many(agents: int, steps: int) -> tuple[list[Run], ModelClock]:
     return asyncio.run(go()), clock
 
 
-def _task(repeat: int) -> dict[str, Any]:
-    times = []
-    for _ in range(repeat + 1):
-        clock = ModelClock()
-        run = asyncio.run(_run(_agent(_chat_model(clock)), clock, "delegate count 3"))
-        # Two parent steps around the subagent's three; the subagent's file reaches the parent.
-        done = run.answer == "done" and len(clock.starts) == 2 + 3
-        if not done or run.file_text != scenarios.expected_file(3):
-            raise SystemExit(f"the task round trip did not complete: {run}")
-        times.append(run.wall - clock.seconds)
-    return {"ms": statistics.median(times[1:]) * 1000}
-
-
 def _search(tree: str, expected: int, repeat: int, task: str) -> dict[str, Any]:
     from deepagents.backends import FilesystemBackend
 
     backend = FilesystemBackend(root_dir=tree, virtual_mode=True)
-
-    def run(task: str) -> Run:
-        clock = ModelClock()
-        return asyncio.run(_run(_agent(_chat_model(clock), backend), clock, task))
-
-    return scenarios.search_scenario(run, expected, repeat, task)
+    return scenarios.search_scenario(lambda task: _fresh_run(task, backend), expected, repeat, task)
 
 
 SIDE = {
@@ -178,7 +168,7 @@ SIDE = {
     "steps": _steps,
     "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
-    "task": _task,
+    "task": lambda repeat: scenarios.task_scenario(_fresh_run, repeat),
     "search": _search,
 }
 

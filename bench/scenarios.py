@@ -208,6 +208,19 @@ def memory_scenario(run_count: RunCount, steps: int) -> dict[str, Any]:
     return {"peak_rss_mb": peak_rss, "peak_heap_mb": peak_heap / 2**20}
 
 
+def task_scenario(run_task: Callable[[str], Run], repeat: int) -> dict[str, Any]:
+    """One `task` round trip: the parent delegates "count 3" and reports the result."""
+    times = []
+    for _ in range(repeat + 1):  # the first run warms caches and lazy imports
+        run = run_task("delegate count 3")
+        # Two parent steps around the subagent's three; the subagent's file reaches the parent.
+        done = run.answer == "done" and len(run.clock.starts) == 2 + 3
+        if not done or run.file_text != expected_file(3):
+            raise SystemExit(f"the task round trip did not complete: {run}")
+        times.append(run.wall - run.clock.seconds)
+    return {"ms": median_ms(times[1:])}
+
+
 def build_tree(root: Path, count: int) -> dict[str, int]:
     """`count` small files in directories of 100; returns how many each search finds."""
     needles = 0

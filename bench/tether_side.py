@@ -89,9 +89,14 @@ async def _run(agent: Any, clock: ModelClock, task: str) -> Run:
     )
 
 
-def _count(steps: int) -> Run:
+def _fresh_run(task: str, backend: Any = None) -> Run:
+    """`task` run to its end by a new agent with a new clock."""
     clock = ModelClock()
-    return asyncio.run(_run(_agent(ScriptModel(clock)), clock, f"count {steps}"))
+    return asyncio.run(_run(_agent(ScriptModel(clock), backend), clock, task))
+
+
+def _count(steps: int) -> Run:
+    return _fresh_run(f"count {steps}")
 
 
 def _construction(repeat: int) -> dict[str, Any]:
@@ -137,12 +142,7 @@ def _search(tree: str, expected: int, repeat: int, task: str) -> dict[str, Any]:
     from tether.backends import FilesystemBackend
 
     backend = FilesystemBackend(tree)
-
-    def run(task: str) -> Run:
-        clock = ModelClock()
-        return asyncio.run(_run(_agent(ScriptModel(clock), backend), clock, task))
-
-    return scenarios.search_scenario(run, expected, repeat, task)
+    return scenarios.search_scenario(lambda task: _fresh_run(task, backend), expected, repeat, task)
 
 
 SIDE = {
@@ -153,7 +153,7 @@ SIDE = {
     "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
     "search": _search,
-    "task": lambda repeat: {"unavailable": "tether's task tool arrives with issue 7"},
+    "task": lambda repeat: scenarios.task_scenario(_fresh_run, repeat),
 }
 
 if __name__ == "__main__":

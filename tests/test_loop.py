@@ -66,15 +66,17 @@ def test_the_request_holds_the_system_prompt_history_and_tool_specs() -> None:
     sent = model.requests[0]
     assert sent.system_prompt.startswith("You are terse.\n\n")
     assert sent.messages == (UserMessage.of("hi"),)
-    # The user's tools first, then the file tools every agent has by default.
+    # The user's tools first, then the ones every agent has by default.
     assert [t.name for t in sent.tools] == [
         "add",
+        "write_todos",
         "ls",
         "read_file",
         "write_file",
         "edit_file",
         "glob",
         "grep",
+        "task",
     ]
     assert sent.output_tool is None
 
@@ -117,7 +119,7 @@ def test_an_unknown_tool_is_reported_to_the_model_which_can_recover() -> None:
     result = create_agent(model, tools=[add]).run("go")
     assert results_of(result.messages[2]) == [
         "There is no tool named 'subtract'. Available tools: "
-        "add, edit_file, glob, grep, ls, read_file, write_file."
+        "add, edit_file, glob, grep, ls, read_file, task, write_file, write_todos."
     ]
     assert result.output == "2"
 

@@ -162,5 +162,5 @@ def test_an_unknown_tool_error_lists_final_result() -> None:
     result = create_agent(model, tools=[add], output_type=Answer).run("go")
     assert results_of(result.messages[2]) == [
         "There is no tool named 'answer'. Available tools: "
-        "add, edit_file, final_result, glob, grep, ls, read_file, write_file."
+        "add, edit_file, final_result, glob, grep, ls, read_file, task, write_file, write_todos."
     ]

@@ -20,8 +20,9 @@ from tether.errors import (
 )
 from tether.limits import Limits
 from tether.models.prices import Price
-from tether.state import RunState, ToolContext
+from tether.state import RunState, Todo, ToolContext
 from tether.tools import Tool, tool
+from tether.tools.task import SubAgent
 
 __all__ = [
     "Agent",
@@ -39,8 +40,10 @@ __all__ = [
     "RunState",
     "ScriptExhaustedError",
     "StopReason",
+    "SubAgent",
     "TetherError",
     "TetherWarning",
+    "Todo",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -17,15 +17,19 @@ from tether.capabilities.base import Capability, overrides
 from tether.capabilities.dangling import DanglingToolCallRepair
 from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
+from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
+from tether.capabilities.todos import Todos
 from tether.errors import ConfigurationError
 from tether.events import Event
-from tether.limits import Limits
+from tether.limits import Limits, without_spending_limits
 from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
 from tether.models.base import Model, ModelSettings, ToolSpec
 from tether.models.prices import Price, PriceBook
 from tether.models.resolve import infer_model
 from tether.output import FINAL_RESULT, OutputSpec
 from tether.prompt import assemble_system_prompt
+from tether.state import Todo
+from tether.tools.task import GENERAL_PURPOSE, SubAgent
 from tether.tools.tool import Tool, tool
 
 __all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
@@ -45,7 +49,9 @@ class RunResult(Generic[OutputT]):
 
     `output` is the final answer when `stop_reason == "completed"`, else None.
     `messages` is the whole conversation (history included); pass it as
-    `message_history` to continue it.
+    `message_history` to continue it. `usage` and `cost_usd` include what subagents
+    spent, `usage_by_agent` breaks usage down by agent path, and `steps` counts this
+    agent's own model calls.
     """
 
     output: OutputT | None
@@ -58,6 +64,10 @@ class RunResult(Generic[OutputT]):
     new_messages_start: int = 0
     files: Mapping[str, bytes] = field(default_factory=dict)
     """The files of the run's StateBackend, by path (empty for other backends)."""
+    todos: tuple[Todo, ...] = ()
+    """The task list as the agent last wrote it with `write_todos`."""
+    usage_by_agent: Mapping[str, Usage] = field(default_factory=dict)
+    """Usage by agent path: "main", and "main/task:<name>#<n>" for each subagent run."""
 
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this run added (its prompt included), without the history."""
@@ -169,6 +179,9 @@ def create_agent(
     backend_policy: Policy | None = None,
     tool_token_limit_before_evict: int | None = 20_000,
     filesystem: bool = True,
+    todos: bool = True,
+    subagents: Sequence[SubAgent] = (),
+    general_purpose_subagent: bool = True,
 ) -> Agent[OutputT]: ...
 
 
@@ -188,6 +201,9 @@ def create_agent(
     backend_policy: Policy | None = None,
     tool_token_limit_before_evict: int | None = 20_000,
     filesystem: bool = True,
+    todos: bool = True,
+    subagents: Sequence[SubAgent] = (),
+    general_purpose_subagent: bool = True,
 ) -> Agent[str]: ...
 
 
@@ -207,6 +223,9 @@ def create_agent(
     backend_policy: Policy | None = None,
     tool_token_limit_before_evict: int | None = 20_000,
     filesystem: bool = True,
+    todos: bool = True,
+    subagents: Sequence[SubAgent] = (),
+    general_purpose_subagent: bool = True,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -220,6 +239,10 @@ def create_agent(
     run), behind `permissions` and `backend_policy`; tool results over
     `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
     `filesystem=False` leaves the file tools out.
+
+    `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
+    starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
+    `general_purpose_subagent=False` or a subagent of that name replaces it.
     """
     resolved = _resolve_model(model)
     tool_list = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
@@ -245,7 +268,30 @@ def create_agent(
     files = _file_capabilities(
         filesystem, backend, permissions, backend_policy, tool_token_limit_before_evict
     )
-    all_capabilities = (DanglingToolCallRepair(), *files, *capabilities)
+    delegation = _subagent_capabilities(
+        subagents,
+        general_purpose_subagent,
+        lambda spec: create_agent(
+            resolved if spec.model is None else spec.model,
+            tools=tool_list if spec.tools is None else spec.tools,
+            system_prompt=assemble_system_prompt(
+                spec.system_prompt, [prompts.text("subagent_role")], base=""
+            ),
+            limits=spec.limits or without_spending_limits(limits),
+            capabilities=spec.capabilities,
+            model_settings=model_settings if spec.model is None else None,
+            prices=prices,
+            backend=backend,
+            permissions=spec.permissions,
+            tool_token_limit_before_evict=tool_token_limit_before_evict,
+            filesystem=filesystem,
+            todos=todos,
+            subagents=spec.subagents,
+            general_purpose_subagent=False,
+        ),
+    )
+    planning = (Todos(),) if todos else ()
+    all_capabilities = (DanglingToolCallRepair(), *planning, *files, *delegation, *capabilities)
     output = OutputSpec(output_type)
     price_book = PriceBook(prices, model=resolved)
     plan = _make_plan(tool_list, all_capabilities, output, system_prompt, price_book)
@@ -286,6 +332,26 @@ def _file_capabilities(
     if evict_limit is not None:
         found += (LargeResultEviction(evict_limit),)
     return found
+
+
+def _subagent_capabilities(
+    specs: Sequence[SubAgent],
+    general_purpose: bool,
+    build: Callable[[SubAgent], Agent[Any]],
+) -> tuple[Capability, ...]:
+    """The `task` capability over `specs` (and the general-purpose subagent), or ()."""
+    chosen: dict[str, SubAgent] = {}
+    for spec in specs:
+        if not isinstance(spec, SubAgent):
+            raise ConfigurationError(f"subagents take SubAgent, got {type(spec).__name__}")
+        if spec.name in chosen:
+            raise ConfigurationError(f"two subagents are named {spec.name!r}")
+        chosen[spec.name] = spec
+    if general_purpose and GENERAL_PURPOSE not in chosen:
+        chosen = {GENERAL_PURPOSE: GENERAL_PURPOSE_AGENT, **chosen}
+    if not chosen:
+        return ()
+    return (Subagents({name: (spec, build(spec)) for name, spec in chosen.items()}),)
 
 
 def _make_plan(

@@ -13,6 +13,7 @@ from tether.messages import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from tether.agent import RunResult
+    from tether.state import Todo
 
 __all__ = [
     "AgentPath",
@@ -20,6 +21,7 @@ __all__ = [
     "ModelDelta",
     "RunFinished",
     "RunStarted",
+    "TodosUpdated",
     "ToolCallFinished",
     "ToolCallStarted",
 ]
@@ -71,6 +73,15 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class TodosUpdated:
+    """The agent changed its task list; `todos` is the whole new list."""
+
+    path: AgentPath
+    todos: tuple[Todo, ...]
+    kind: Literal["todos_updated"] = "todos_updated"
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; `result` has the output, messages, usage and stop reason."""
 
@@ -79,4 +90,6 @@ class RunFinished:
     kind: Literal["run_finished"] = "run_finished"
 
 
-Event: TypeAlias = RunStarted | ModelDelta | ToolCallStarted | ToolCallFinished | RunFinished
+Event: TypeAlias = (
+    RunStarted | ModelDelta | ToolCallStarted | ToolCallFinished | TodosUpdated | RunFinished
+)

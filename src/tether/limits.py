@@ -6,7 +6,8 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from tether.errors import ConfigurationError
 from tether.messages import ToolCall, Usage
@@ -21,7 +22,8 @@ class Limits:
     At `wrap_up_at` (90%) of any limit the model is told to finish with its best answer;
     at 100% the run stops with `stop_reason="budget"` (or `"timeout"`) and keeps all it did.
     The same tool call with the same arguments `loop_nudge_after` times in a row gets a
-    nudge; `loop_stop_after` times stops the run with `stop_reason="loop"`.
+    nudge; `loop_stop_after` times stops the run with `stop_reason="loop"`. Subagents
+    spend from their parent's budget and nest at most `max_subagent_depth` deep.
     """
 
     max_steps: int | None = 200
@@ -35,6 +37,7 @@ class Limits:
     wrap_up_at: float = 0.9
     loop_nudge_after: int | None = 3
     loop_stop_after: int | None = 5
+    max_subagent_depth: int = 3
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -73,11 +76,29 @@ _LIMIT_NAMES = {
 }
 
 
-class Budget:
-    """What a run and its subagents have spent, measured against one `Limits`."""
+def without_spending_limits(limits: Limits) -> Limits:
+    """`limits` with every spending limit off, its other settings kept: for a subagent
+    that spends from its parent's budget alone."""
+    off: dict[str, Any] = dict.fromkeys(_LIMIT_NAMES)
+    return replace(limits, **off)
 
-    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic) -> None:
+
+class Budget:
+    """What a run has spent, measured against its `Limits`.
+
+    A subagent's budget is a `child` of its parent's: what the child spends is charged
+    to every ancestor too, and the child is out of budget when it or any ancestor is.
+    """
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        parent: Budget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limits = limits
+        self.parent = parent
         self.usage = Usage()
         self.cost_usd = 0.0
         self.steps = 0
@@ -85,20 +106,56 @@ class Budget:
         self._clock = clock
         self.started_at = clock()
 
+    def child(self, limits: Limits | None = None) -> Budget:
+        """A budget for a subagent: its own `limits` (none if None) inside this one."""
+        own = limits if limits is not None else without_spending_limits(self.limits)
+        return Budget(own, parent=self, clock=self._clock)
+
+    @property
+    def root(self) -> Budget:
+        """The budget of the top run of the tree."""
+        budget = self
+        while budget.parent is not None:
+            budget = budget.parent
+        return budget
+
     @property
     def deadline(self) -> float | None:
-        """The `clock()` reading at which the time limit runs out."""
+        """The `clock()` reading at which this budget's or an ancestor's time runs out."""
         timeout = self.limits.timeout_seconds
-        return None if timeout is None else self.started_at + timeout
+        own = None if timeout is None else self.started_at + timeout
+        inherited = self.parent.deadline if self.parent is not None else None
+        if own is None or inherited is None:
+            return own if inherited is None else inherited
+        return min(own, inherited)
+
+    def count_step(self) -> None:
+        """Count one step (a model call and its tools) here and in every ancestor."""
+        budget: Budget | None = self
+        while budget is not None:
+            budget.steps += 1
+            budget = budget.parent
 
     def charge(self, usage: Usage, cost_usd: float | None) -> None:
-        """Count one model response; an unknown cost counts as zero."""
-        self.usage += usage
-        self.cost_usd += cost_usd or 0.0
-        self.model_calls += 1
+        """Count one model response here and in every ancestor; unknown cost counts as 0."""
+        budget: Budget | None = self
+        while budget is not None:
+            budget.usage += usage
+            budget.cost_usd += cost_usd or 0.0
+            budget.model_calls += 1
+            budget = budget.parent
 
     def pressure(self) -> tuple[float, str]:
-        """The largest share of any limit used so far, and that limit's field name."""
+        """The largest share of any limit used so far, here or in an ancestor, and that
+        limit's field name."""
+        worst, worst_name = self._own_pressure()
+        if self.parent is not None:
+            inherited, name = self.parent.pressure()
+            if inherited > worst:
+                worst, worst_name = inherited, name
+        return worst, worst_name
+
+    def _own_pressure(self) -> tuple[float, str]:
         limits = self.limits
         used = {
             "max_steps": self.steps,

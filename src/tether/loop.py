@@ -66,12 +66,27 @@ async def execute_run(
     emit: Callable[[Event], None] | None = None,
     path: AgentPath = ("main",),
     budget: Budget | None = None,
+    parent: RunState | None = None,
 ) -> RunResult[Any]:
-    """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt."""
-    state = RunState(run_id=f"run_{uuid.uuid4().hex[:16]}", path=path, messages=messages, deps=deps)
+    """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt.
+
+    A subagent's run gets its `parent`'s run state: it shares the parent's backend and
+    charges its usage to the parent, within `budget` (a child of the parent's).
+    """
+    budget = budget or Budget(agent.limits)
+    state = RunState(
+        run_id=f"run_{uuid.uuid4().hex[:16]}",
+        path=path,
+        messages=messages,
+        deps=deps,
+        budget=budget,
+        parent=parent,
+    )
+    if parent is not None:
+        state.backend = parent.backend
     if emit is not None:
         state.emit = emit
-    return await _Run(agent, state, budget or Budget(agent.limits), new_messages).execute()
+    return await _Run(agent, state, budget, new_messages).execute()
 
 
 class _Run:
@@ -214,10 +229,9 @@ class _Run:
         if cost is None:
             self._warn_unknown_cost()
         state.messages.append(response.message)
-        state.usage += usage
-        state.cost_usd = None if cost is None or state.cost_usd is None else state.cost_usd + cost
+        state.charge(usage, cost)
         state.steps += 1
-        self.budget.steps += 1
+        self.budget.count_step()
         self.budget.charge(usage, cost)
 
     def _warn_unknown_cost(self) -> None:
@@ -407,6 +421,8 @@ class _Run:
             run_id=state.run_id,
             new_messages_start=self.new_messages_start,
             files={path: data for path, (data, _) in state.files.items()},
+            todos=state.todos,
+            usage_by_agent=dict(state.usage_by_agent),
         )
 
 

@@ -4,12 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.events import AgentPath, Event
 from tether.messages import Message, ToolCall, Usage
 
-__all__ = ["RunState", "ToolContext"]
+if TYPE_CHECKING:
+    from tether.limits import Budget
+
+__all__ = ["RunState", "Todo", "TodoStatus", "ToolContext"]
+
+TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Todo:
+    """One item of the task list an agent keeps with `write_todos`."""
+
+    content: str
+    status: TodoStatus = "pending"
+
+
+_NO_USAGE = Usage()
 
 
 def _ignore(event: Event) -> None:
@@ -21,7 +37,8 @@ class RunState:
     """What a run owns while it goes on.
 
     `messages` is the whole conversation, history included; capabilities keep their own
-    state in `data` under their name (e.g. the todo list).
+    state in `data` under their name. `usage` and `cost_usd` include what subagents
+    spent; `steps` counts this agent's own model calls.
     """
 
     run_id: str
@@ -32,10 +49,27 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
     steps: int = 0
+    usage_by_agent: dict[str, Usage] = field(default_factory=dict)
+    """Usage of this agent and each subagent under it, by agent path ("main/task:x#1")."""
+    todos: tuple[Todo, ...] = ()
     data: dict[str, Any] = field(default_factory=dict)
     files: dict[str, tuple[bytes, float]] = field(default_factory=dict)
     """The StateBackend's files: path -> (content, modification time)."""
     emit: Callable[[Event], None] = _ignore
+    budget: Budget | None = None
+    parent: RunState | None = None
+    """The run of the agent that started this one as a subagent."""
+
+    def charge(self, usage: Usage, cost_usd: float | None) -> None:
+        """Add one model response's usage and cost here and to every ancestor run."""
+        key = "/".join(self.path)
+        state: RunState | None = self
+        while state is not None:
+            state.usage += usage
+            state.usage_by_agent[key] = state.usage_by_agent.get(key, _NO_USAGE) + usage
+            if state.cost_usd is not None:
+                state.cost_usd = None if cost_usd is None else state.cost_usd + cost_usd
+            state = state.parent
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,7 +143,13 @@ async def test_text_reply_sends_cached_system_and_reads_usage() -> None:
             )
         ]
     )
-    agent = create_agent(model(server), system_prompt="Be brief.", filesystem=False)
+    agent = create_agent(
+        model(server),
+        system_prompt="Be brief.",
+        filesystem=False,
+        todos=False,
+        general_purpose_subagent=False,
+    )
     result = await agent.arun("Hi")
 
     assert result.output == "Hello there"
@@ -186,7 +192,12 @@ async def test_tool_call_round_trip_and_cache_breakpoints() -> None:
 
     assert result.output == "Sunny."
     first, second = server.bodies
-    assert [t["name"] for t in first["tools"]] == ["get_weather", *FILE_TOOL_NAMES]
+    assert [t["name"] for t in first["tools"]] == [
+        "get_weather",
+        "write_todos",
+        *FILE_TOOL_NAMES,
+        "task",
+    ]
     assert first["tools"][0]["input_schema"]["required"] == ["city"]
     assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert second["messages"][1] == {

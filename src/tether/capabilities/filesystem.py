@@ -33,4 +33,6 @@ class Filesystem(Capability):
         return file_tools()
 
     async def on_run_start(self, state: RunState) -> None:
-        state.backend = guard(self.backend.bind(state), self.rules, self.policy)
+        # A subagent works on its parent's backend: behind the parent's rules and its own.
+        base = state.backend if state.backend is not None else self.backend.bind(state)
+        state.backend = guard(base, self.rules, self.policy)

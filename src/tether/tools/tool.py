@@ -317,7 +317,8 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     summary = "\n\n".join(
         part for part in (parsed.short_description, parsed.long_description) if part
     )
-    params = {p.arg_name: p.description for p in parsed.params if p.description}
+    # A description wrapped over several docstring lines is one sentence to the model.
+    params = {p.arg_name: " ".join(p.description.split()) for p in parsed.params if p.description}
     return summary, params
 
 

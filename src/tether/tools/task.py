@@ -1,0 +1,85 @@
+"""`SubAgent`, which describes a subagent, and the `task` tool that starts one.
+
+What a run of `task` does (a fresh context, the parent's backend and budget, only the
+final report back) is `tether.capabilities.subagents`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from tether.errors import ConfigurationError, ToolError
+from tether.state import ToolContext
+from tether.tools.tool import Tool, tool
+
+if TYPE_CHECKING:
+    from tether.backends.permissions import Rule
+    from tether.capabilities.base import Capability
+    from tether.limits import Limits
+    from tether.models.base import Model
+
+__all__ = ["GENERAL_PURPOSE", "TASK", "TASK_RUNNER", "SubAgent", "TaskRunner", "task_tool"]
+
+TASK = "task"
+GENERAL_PURPOSE = "general-purpose"
+TASK_RUNNER = "task_runner"
+"""Where a run's `RunState.data` keeps the function that runs a `task` call."""
+
+TaskRunner: TypeAlias = Callable[[ToolContext, str, str], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """A kind of agent the `task` tool can start.
+
+    Unset fields come from the parent: `tools=None` gives the parent's tools and
+    `model=None` its model. `permissions` apply on top of the parent's, so a subagent
+    can be narrower, never wider. `limits` are its own, inside the parent's budget.
+    `subagents` lets it delegate in turn, up to `Limits.max_subagent_depth`.
+    """
+
+    name: str
+    description: str
+    system_prompt: str | None = None
+    tools: Sequence[Tool | Callable[..., Any]] | None = None
+    model: Model | str | None = None
+    permissions: Sequence[Rule] = ()
+    capabilities: Sequence[Capability] = ()
+    limits: Limits | None = None
+    subagents: Sequence[SubAgent] = ()
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not 0 < len(name) <= 64:
+            raise ConfigurationError(f"SubAgent name must be 1 to 64 characters, got {name!r}")
+        if not all(c.isalnum() or c in "_-" for c in name):
+            raise ConfigurationError(
+                f"SubAgent name {name!r} may hold only letters, digits, '_' and '-'"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ConfigurationError(
+                f"SubAgent {name!r} needs a description: the model picks subagents by it"
+            )
+
+
+async def task(context: ToolContext, description: str, subagent_type: str) -> str:
+    """Hand a task to a subagent.
+
+    Args:
+        description: The complete task: the goal, what you know, and what to report back.
+            The subagent sees nothing else.
+        subagent_type: Which subagent type runs the task.
+    """
+    runner: TaskRunner | None = context.state.data.get(TASK_RUNNER)
+    if runner is None:
+        raise ToolError("This agent has no subagents.")
+    return await runner(context, description, subagent_type)
+
+
+@functools.cache
+def task_tool() -> Tool:
+    """The `task` tool with its generic description; each agent lists its own types."""
+    return tool(task)
