@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tether import ConfigurationError, Limits, SubAgent, ToolContext, create_agent, tool
+from tether import ConfigurationError, Limits, Price, SubAgent, ToolContext, create_agent, tool
 from tether.backends import Rule, StateBackend
 from tether.events import RunFinished, RunStarted, ToolCallFinished
 from tether.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage
@@ -64,12 +64,14 @@ def test_the_parent_usage_includes_its_subagents_with_a_breakdown() -> None:
             "sub job": [[ToolCall("ls", {"path": "/"})], "sub done"],
         }
     )
-    result = create_agent(model).run("go")
+    one_dollar_a_token = Price(input_per_mtok=1_000_000, output_per_mtok=0)
+    result = create_agent(model, prices={"function": one_dollar_a_token}).run("go")
 
     assert set(result.usage_by_agent) == {"main", "main/task:general-purpose#1"}
     assert result.usage_by_agent["main"].requests == 2
     assert result.usage_by_agent["main/task:general-purpose#1"].requests == 2
     assert result.usage == sum(result.usage_by_agent.values(), Usage())
+    assert result.cost_usd == pytest.approx(result.usage.input_tokens)
     assert result.steps == 2  # this agent's own model calls
 
 

@@ -20,6 +20,11 @@ def test_user_prices_win_and_match_provider_qualified_names() -> None:
     assert book.cost(Usage(1_000_000, 1_000_000), "small", "acme") == pytest.approx(3)
 
 
+def test_a_user_price_under_the_bare_name_beats_a_built_in_qualified_one() -> None:
+    book = PriceBook({"function": Price(1, 0)})  # the built-in table has "test:function"
+    assert book.cost(Usage(1_000_000, 0), "function", "test") == pytest.approx(1)
+
+
 def test_known_models_are_priced_by_genai_prices() -> None:
     cost = PriceBook().cost(Usage(1_000_000, 0), "claude-sonnet-4-5", "anthropic")
     assert cost is not None

@@ -62,7 +62,7 @@ class PriceBook:
     """
 
     def __init__(self, overrides: Mapping[str, Price] | None = None, *, model: Any = None) -> None:
-        self._table = {**_BUILTIN, **(overrides or {})}
+        self._tables = (dict(overrides or {}), _BUILTIN)
         self._model = model
         self._resolved: dict[tuple[str, str | None], Any] = {}
 
@@ -86,9 +86,11 @@ class PriceBook:
         return self._resolved[key]
 
     def _find(self, model: str, provider: str | None) -> Any:
-        for name in (f"{provider}:{model}" if provider else None, model):
-            if name is not None and name in self._table:
-                return self._table[name]
+        names = [f"{provider}:{model}", model] if provider else [model]
+        for table in self._tables:  # the caller's prices first, either spelling
+            for name in names:
+                if name in table:
+                    return table[name]
         profile_price = getattr(getattr(self._model, "profile", None), "price", None)
         if isinstance(profile_price, Price):
             return profile_price
