@@ -208,7 +208,9 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
         "",
         "Both harnesses run the same scripted model (no network, no real model), so only "
         "harness cost counts. Model time is subtracted from every per-step time. "
-        "Each harness's own default agent plus one async `add` tool. Lower is better; "
+        "Each harness runs its own default agent plus one async `add` tool: tether's has "
+        "`write_todos`, the file tools and `task`; deepagents' has the file tools, `delete` "
+        "and `task`. Lower is better; "
         "the ratio is deepagents ÷ tether. The floor is a bare loop over plain dicts "
         "(model call, tool call, append), the least any harness can cost.",
         "",
@@ -250,7 +252,9 @@ def prompt_table(prompt: dict[str, Any]) -> list[str]:
     names = sorted((set(ours["tool_chars"]) | set(theirs["tool_chars"])) - {"add"})
     lines = [
         "First-call prompt, characters (system prompt plus each tool's name, description "
-        "and JSON schema):",
+        "and JSON schema), with todos, files and subagents on: deepagents 0.7 has no "
+        "`write_todos` by default, so for this table it gets langchain's "
+        "`TodoListMiddleware`, the middleware its own harness profiles add for that tool:",
         "",
         "| part | tether | deepagents |",
         "|---|--:|--:|",
@@ -265,6 +269,7 @@ def prompt_table(prompt: dict[str, Any]) -> list[str]:
     lines.append(
         f"| **system prompt + tools both have** | **{total_ours:,}** | **{total_theirs:,}** |"
     )
+    lines.append(f"| deepagents ÷ tether | | {total_theirs / total_ours:.1f}x |")
     return lines
 
 

@@ -7,7 +7,6 @@ streams its events through its parent. Only its final report comes back.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -100,8 +99,7 @@ class Subagents(Capability):
 def report(result: RunResult[Any]) -> str:
     """A subagent's answer, or its last words marked as a partial report."""
     if result.stop_reason == "completed":
-        output = result.output
-        return output if isinstance(output, str) else json.dumps(output, default=str)
+        return str(result.output)  # subagents answer in text
     last = next(
         (m.text for m in reversed(result.messages) if isinstance(m, AssistantMessage) and m.text),
         "",
