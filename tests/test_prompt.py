@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from tether import create_agent
 from tether.models import ScriptedModel
-from tether.prompt import assemble_system_prompt
+from tether.prompt import Slot, assemble_system_prompt
 
 
 class Answer(BaseModel):
@@ -15,8 +15,25 @@ class Answer(BaseModel):
 
 
 def test_sections_follow_the_documented_order_and_skip_empty_ones() -> None:
-    prompt = assemble_system_prompt("Custom.", ["First.", None, "  ", "Second."], base="Base.")
-    assert prompt == "Custom.\n\nBase.\n\nFirst.\n\nSecond."
+    sections: list[tuple[Slot, str | None]] = [
+        ("output", "Answer."),
+        ("user", "First user."),
+        ("subagents", "Delegate."),
+        ("user", None),
+        ("todos", "  "),
+        ("user", "Second user."),
+        ("filesystem", "Files."),
+    ]
+    prompt = assemble_system_prompt("Custom.", sections, base="Base.")
+    assert prompt.split("\n\n") == [
+        "Custom.",
+        "Base.",
+        "Files.",
+        "Delegate.",
+        "First user.",
+        "Second user.",
+        "Answer.",
+    ]
 
 
 def test_the_assembled_prompt_of_a_structured_agent() -> None:

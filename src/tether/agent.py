@@ -27,7 +27,7 @@ from tether.models.base import Model, ModelSettings, ToolSpec
 from tether.models.prices import Price, PriceBook
 from tether.models.resolve import infer_model
 from tether.output import FINAL_RESULT, OutputSpec
-from tether.prompt import assemble_system_prompt
+from tether.prompt import Slot, assemble_system_prompt
 from tether.state import Todo
 from tether.tools.task import GENERAL_PURPOSE, SubAgent
 from tether.tools.tool import Tool, tool
@@ -274,8 +274,8 @@ def create_agent(
         lambda spec: create_agent(
             resolved if spec.model is None else spec.model,
             tools=tool_list if spec.tools is None else spec.tools,
-            system_prompt=assemble_system_prompt(
-                spec.system_prompt, [prompts.text("subagent_role")], base=""
+            system_prompt="\n\n".join(
+                part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
             ),
             limits=spec.limits or without_spending_limits(limits),
             capabilities=spec.capabilities,
@@ -375,10 +375,10 @@ def _make_plan(
             )
         by_name[item.name] = item
     specs = tuple(t.spec for t in every_tool)
-    sections = [c.prompt() for c in capabilities]
+    sections: list[tuple[Slot, str | None]] = [(c.prompt_slot, c.prompt()) for c in capabilities]
     if output.tool is not None:
         specs += (output.tool,)
-        sections.append(prompts.render("output", tool=FINAL_RESULT))
+        sections.append(("output", prompts.render("output", tool=FINAL_RESULT)))
 
     def hooked(hook: str) -> tuple[Capability, ...]:
         return tuple(c for c in capabilities if overrides(c, hook))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from tether.messages import ToolCall, ToolResult
 from tether.models.base import ModelRequest, ModelResponse
+from tether.prompt import Slot
 from tether.state import RunState, ToolContext
 
 if TYPE_CHECKING:
@@ -22,8 +23,11 @@ class Capability:
     """Subclass and override only the hooks you need; the loop skips the others.
 
     Hooks run in the order capabilities are given to `create_agent`; `around_tool`
-    hooks nest, the first capability outermost.
+    hooks nest, the first capability outermost. `prompt_slot` places the `prompt()`
+    section in the system prompt (see `tether.prompt`).
     """
+
+    prompt_slot: ClassVar[Slot] = "user"
 
     def prompt(self) -> str | None:
         """A section for the system prompt, or None."""

@@ -18,6 +18,8 @@ __all__ = ["Filesystem"]
 class Filesystem(Capability):
     """Gives the agent `backend` through the six file tools, behind `rules` and `policy`."""
 
+    prompt_slot = "filesystem"
+
     def __init__(
         self, backend: Backend, rules: Sequence[Rule] = (), policy: Policy | None = None
     ) -> None:

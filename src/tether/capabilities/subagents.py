@@ -44,6 +44,8 @@ _STOPPED_BECAUSE = {
 class Subagents(Capability):
     """Gives an agent the `task` tool over `agents`: each name's spec and built agent."""
 
+    prompt_slot = "subagents"
+
     def __init__(self, agents: Mapping[str, tuple[SubAgent, Agent[Any]]]) -> None:
         self.agents = dict(agents)
         listing = "\n".join(f"- {name}: {spec.description}" for name, (spec, _) in agents.items())

@@ -26,6 +26,8 @@ class Todos(Capability):
     """Gives the agent `write_todos`. A run that continues a conversation starts with
     the list its last successful `write_todos` call left."""
 
+    prompt_slot = "todos"
+
     def prompt(self) -> str:
         return prompts.text("todos")
 
