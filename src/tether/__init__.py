@@ -5,6 +5,7 @@ from tether import create_agent, tool, Limits
 
 from tether.agent import Agent, Prompt, RunResult, StopReason, create_agent
 from tether.capabilities import Capability
+from tether.capabilities.compaction import Compaction
 from tether.errors import (
     ConfigurationError,
     CostUnknownWarning,
@@ -27,6 +28,7 @@ from tether.tools.task import SubAgent
 __all__ = [
     "Agent",
     "Capability",
+    "Compaction",
     "ConfigurationError",
     "CostUnknownWarning",
     "Limits",

@@ -14,6 +14,7 @@ from tether.backends.base import Backend
 from tether.backends.permissions import Policy, Rule
 from tether.backends.state import StateBackend
 from tether.capabilities.base import Capability, overrides
+from tether.capabilities.compaction import Compaction, ContextCompaction
 from tether.capabilities.dangling import DanglingToolCallRepair
 from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
@@ -41,6 +42,9 @@ StopReason: TypeAlias = Literal[
     "completed", "budget", "loop", "timeout", "interrupted", "cancelled", "error"
 ]
 Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
+
+
+_DEFAULT_COMPACTION = Compaction()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +186,7 @@ def create_agent(
     todos: bool = True,
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
+    compaction: Compaction | None = _DEFAULT_COMPACTION,
 ) -> Agent[OutputT]: ...
 
 
@@ -204,6 +209,7 @@ def create_agent(
     todos: bool = True,
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
+    compaction: Compaction | None = _DEFAULT_COMPACTION,
 ) -> Agent[str]: ...
 
 
@@ -226,6 +232,7 @@ def create_agent(
     todos: bool = True,
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
+    compaction: Compaction | None = _DEFAULT_COMPACTION,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -239,6 +246,9 @@ def create_agent(
     run), behind `permissions` and `backend_policy`; tool results over
     `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
     `filesystem=False` leaves the file tools out.
+
+    When the history nears the model's input window it is compacted (offloaded,
+    summarized, truncated) as `compaction` says; None turns that off.
 
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
@@ -288,12 +298,28 @@ def create_agent(
             todos=todos,
             subagents=spec.subagents,
             general_purpose_subagent=False,
+            compaction=compaction,
         ),
     )
-    planning = (Todos(),) if todos else ()
-    all_capabilities = (DanglingToolCallRepair(), *planning, *files, *delegation, *capabilities)
-    output = OutputSpec(output_type)
     price_book = PriceBook(prices, model=resolved)
+    context: tuple[Capability, ...] = ()
+    if compaction is not None:
+        if not isinstance(compaction, Compaction):
+            raise ConfigurationError(
+                f"compaction must be a tether.Compaction or None, got {type(compaction).__name__}"
+            )
+        offload = tool_token_limit_before_evict if filesystem else None
+        context = (ContextCompaction(compaction, resolved, price_book, offload),)
+    planning = (Todos(),) if todos else ()
+    all_capabilities = (
+        DanglingToolCallRepair(),
+        *context,
+        *planning,
+        *files,
+        *delegation,
+        *capabilities,
+    )
+    output = OutputSpec(output_type)
     plan = _make_plan(tool_list, all_capabilities, output, system_prompt, price_book)
     return Agent(
         model=resolved,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentPath",
+    "Compacted",
     "Event",
     "ModelDelta",
     "RunFinished",
@@ -82,6 +83,23 @@ class TodosUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class Compacted:
+    """The history was made smaller to fit the model's window.
+
+    `how` is "offload" (old file contents replaced by pointers), "summary" (old messages
+    replaced by a summary) or "truncate" (old messages or long texts dropped);
+    `history_path` is the file holding the replaced messages in full, if one was written.
+    """
+
+    path: AgentPath
+    how: Literal["offload", "summary", "truncate"]
+    tokens_before: int
+    tokens_after: int
+    history_path: str | None = None
+    kind: Literal["compacted"] = "compacted"
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; `result` has the output, messages, usage and stop reason."""
 
@@ -91,5 +109,11 @@ class RunFinished:
 
 
 Event: TypeAlias = (
-    RunStarted | ModelDelta | ToolCallStarted | ToolCallFinished | TodosUpdated | RunFinished
+    RunStarted
+    | ModelDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | TodosUpdated
+    | Compacted
+    | RunFinished
 )

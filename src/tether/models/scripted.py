@@ -25,6 +25,7 @@ from tether.messages import (
     UserMessage,
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.profiles import ModelProfile
 
 __all__ = ["FunctionModel", "ScriptedModel", "Turn"]
 
@@ -44,8 +45,10 @@ _CHARS_PER_TOKEN = 4
 class _TestModel:
     """What both test models share: recording requests, usage estimates and streaming."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, profile: ModelProfile | None) -> None:
         self._name = name
+        self.profile = profile or ModelProfile()
+        """Limits the harness reads, such as `max_input_tokens` for compaction."""
         self._estimate = _InputEstimate()
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
@@ -82,7 +85,13 @@ class ScriptedModel(_TestModel):
     Asking for more turns than the script has raises `ScriptExhaustedError`.
     """
 
-    def __init__(self, turns: Sequence[Turn], *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        name: str = "scripted",
+        profile: ModelProfile | None = None,
+    ) -> None:
         if isinstance(turns, str) or not isinstance(turns, Sequence):
             raise ConfigurationError(
                 f"ScriptedModel takes a list of turns, got {type(turns).__name__}"
@@ -92,7 +101,7 @@ class ScriptedModel(_TestModel):
                 "ScriptedModel needs at least one turn: a string for a final answer "
                 "or a list of ToolCall for a tool turn"
             )
-        super().__init__(name)
+        super().__init__(name, profile)
         self._turns = list(turns)
 
     @property
@@ -118,12 +127,13 @@ class FunctionModel(_TestModel):
         function: Callable[[ModelRequest], Turn | Awaitable[Turn]],
         *,
         name: str = "function",
+        profile: ModelProfile | None = None,
     ) -> None:
         if not callable(function):
             raise ConfigurationError(
                 f"FunctionModel takes a callable, got {type(function).__name__}"
             )
-        super().__init__(name)
+        super().__init__(name, profile)
         self._function = function
 
     async def _next_turn(self, request: ModelRequest) -> Turn:
@@ -199,9 +209,9 @@ def _part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
 class _InputEstimate:
     """Estimates input tokens, counting each message once as the conversation grows.
 
-    A conversation usually grows by appending, so when a request starts with the same
-    messages as the last one, only the new messages are counted; any other change
-    (history trimmed or rewritten) is counted from scratch.
+    A conversation usually grows by appending, so when a request starts with all the
+    messages of the last one, only the new messages are counted; any other change
+    (history trimmed or rewritten, even in the middle) is counted from scratch.
     """
 
     def __init__(self) -> None:
@@ -210,12 +220,8 @@ class _InputEstimate:
 
     def tokens(self, request: ModelRequest) -> int:
         known, messages = self._messages, request.messages
-        extends = (
-            known
-            and len(messages) >= len(known)
-            and messages[0] is known[0]
-            and messages[len(known) - 1] is known[-1]
-        )
+        # Equal prefixes compare element by element, by identity first: fast in C.
+        extends = known and len(messages) >= len(known) and messages[: len(known)] == known
         start, chars = (len(known), self._chars) if extends else (0, 0)
         chars += sum(_message_chars(m) for m in messages[start:])
         self._messages, self._chars = messages, chars

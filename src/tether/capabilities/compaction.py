@@ -1,0 +1,466 @@
+"""Keeping a long run inside the model's input window.
+
+Before each model call the context is measured: the input tokens the provider reported
+for the last request, plus what was added since at the characters-per-token rate that
+report showed. Past `Compaction.trigger` of the window (85%) three things happen, each
+only if the one before did not bring the context back under the trigger:
+
+1. Offloading: the arguments of older `write_file`/`edit_file` calls larger than
+   `tool_token_limit_before_evict` are replaced by a pointer to the file they wrote.
+2. Summarization: the older messages are written in full to
+   `/conversation_history/<run>/<n>.md`, then replaced by a structured summary the
+   model writes, keeping the most recent `keep` (10%) of the window verbatim.
+   A summary that fails or runs too long becomes a plain marker instead (truncation).
+3. A hard guard: while the request would still pass the window, the oldest kept
+   exchanges are dropped, and at last the largest remaining texts are cut.
+
+A tool call is never separated from its result: cuts fall just before an assistant
+message. Each compaction streams a `Compacted` event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from tether import prompts
+from tether.backends.errors import BackendError
+from tether.capabilities.base import Capability
+from tether.errors import ConfigurationError
+from tether.events import Compacted
+from tether.messages import (
+    AssistantMessage,
+    BinaryPart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+)
+from tether.models.base import Model, ModelRequest, ModelResponse, ModelSettings
+from tether.models.prices import PriceBook
+from tether.state import RunState
+
+__all__ = ["Compaction", "ContextCompaction"]
+
+HISTORY_DIR = "/conversation_history"
+BINARY_CHARS = 6_400  # an image or document counts as about 1,600 tokens
+HARD_LIMIT = 0.95  # the share of the window a request may fill after every step above
+SUMMARY_SHARE = 0.25  # a summary longer than this share of the window is not used
+TRANSCRIPT_SHARE = 0.5  # the summary request's transcript fills at most this share
+_OFFLOADED_ARGS = {"write_file": ("content",), "edit_file": ("old_string", "new_string")}
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """When a run's context is made smaller, and how much of it is kept.
+
+    `trigger` and `keep` are shares of the model's input window (its profile's
+    `max_input_tokens`, or `max_input_tokens` here). For a model whose window is
+    unknown, compaction starts at `fallback_trigger_tokens` and keeps the last
+    `fallback_keep_messages` messages. `summarize=False` drops old messages instead of
+    asking the model for a summary.
+    """
+
+    trigger: float = 0.85
+    keep: float = 0.10
+    max_input_tokens: int | None = None
+    fallback_trigger_tokens: int = 170_000
+    fallback_keep_messages: int = 6
+    summarize: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.keep < self.trigger <= 1:
+            raise ConfigurationError(
+                f"Compaction needs 0 < keep < trigger <= 1, got keep={self.keep}, "
+                f"trigger={self.trigger}"
+            )
+        for name in ("max_input_tokens", "fallback_trigger_tokens", "fallback_keep_messages"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ConfigurationError(f"Compaction.{name} must be a positive integer")
+
+
+@dataclass(slots=True)
+class _Window:
+    """The token budget of one run's requests."""
+
+    size: int | None  # None: unknown
+    trigger: int
+    keep_tokens: int | None  # None: keep `keep_messages` instead
+    keep_messages: int
+
+
+class _Meter:
+    """Measures a run's requests in characters and converts them to tokens."""
+
+    def __init__(self, fixed_chars: int) -> None:
+        self.fixed = fixed_chars
+        self.counted = 0
+        self.last: Message | None = None
+        self.message_chars = 0
+        self.chars_per_token = 4.0
+        self.reported: tuple[int, int] | None = None  # (chars sent, tokens reported)
+        self.pending_chars: int | None = None
+        self.compactions = 0
+
+    def chars(self, messages: Sequence[Message]) -> int:
+        """Characters of a request with `messages`; only new messages are counted when
+        the list grew by appending."""
+        counted = self.counted
+        if counted > len(messages) or (counted and messages[counted - 1] is not self.last):
+            counted, self.message_chars = 0, 0
+        self.message_chars += sum(message_chars(m) for m in messages[counted:])
+        self.counted, self.last = len(messages), (messages[-1] if messages else None)
+        return self.fixed + self.message_chars
+
+    def tokens(self, messages: Sequence[Message]) -> int:
+        return self.to_tokens(self.chars(messages))
+
+    def recount(self) -> None:
+        """Count every message again at the next call: the history was rewritten."""
+        self.counted, self.last, self.message_chars = 0, None, 0
+
+    def to_tokens(self, chars: int) -> int:
+        """Tokens for a request of `chars`: the last report plus the change since."""
+        if self.reported is None:
+            return math.ceil(chars / self.chars_per_token)
+        sent, reported = self.reported
+        return max(0, reported + math.ceil((chars - sent) / self.chars_per_token))
+
+    def calibrate(self, input_tokens: int) -> None:
+        sent = self.pending_chars
+        if sent is None or input_tokens <= 0:
+            return
+        self.reported = (sent, input_tokens)
+        self.chars_per_token = min(max(sent / input_tokens, 1.0), 8.0)
+
+
+class ContextCompaction(Capability):
+    """Offloads, summarizes and, as a last resort, truncates the history of a run so
+    that no request passes the model's input window (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Compaction,
+        model: Model,
+        prices: PriceBook,
+        offload_tokens: int | None,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.prices = prices
+        self.offload_chars = None if offload_tokens is None else offload_tokens * 4
+
+    async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
+        meter = state.data.get("context")
+        if not isinstance(meter, _Meter):
+            fixed = len(request.system_prompt) + sum(_spec_chars(t) for t in request.tools)
+            meter = state.data["context"] = _Meter(fixed)
+        window = self._window()
+        tokens = meter.tokens(state.messages)
+        if tokens > window.trigger or (window.size and tokens > window.size * HARD_LIMIT):
+            await self._compact(state, meter, window, tokens)
+            request = replace(request, messages=tuple(state.messages))
+        meter.pending_chars = meter.chars(state.messages)
+        return request
+
+    async def after_model(self, state: RunState, response: ModelResponse) -> ModelResponse:
+        meter = state.data.get("context")
+        if isinstance(meter, _Meter):
+            meter.calibrate(response.usage.input_tokens)
+        return response
+
+    def _window(self) -> _Window:
+        settings = self.settings
+        size = settings.max_input_tokens or getattr(
+            getattr(self.model, "profile", None), "max_input_tokens", None
+        )
+        if size is None:
+            return _Window(
+                None, settings.fallback_trigger_tokens, None, settings.fallback_keep_messages
+            )
+        return _Window(size, int(size * settings.trigger), int(size * settings.keep), 0)
+
+    async def _compact(self, state: RunState, meter: _Meter, window: _Window, before: int) -> None:
+        messages = state.messages
+        cut = _cut(messages, meter, window)
+        how: Literal["offload", "summary", "truncate"] = "offload"
+        history = None
+        if self.offload_chars is not None and _offload_inputs(messages, cut, self.offload_chars):
+            meter.recount()
+            tokens = meter.tokens(messages)
+        else:
+            tokens = before
+        if tokens > window.trigger and cut > 0:
+            history = await self._save_history(state, meter, messages[:cut])
+            head, how = await self._head(state, meter, window, messages[:cut], history)
+            messages[:] = [head, *messages[cut:]]
+            meter.recount()
+            tokens = meter.tokens(messages)
+        if window.size is not None and tokens > window.size * HARD_LIMIT:
+            _squeeze(messages, meter, int(window.size * HARD_LIMIT), history)
+            tokens, how = meter.tokens(messages), "truncate"
+        meter.compactions += 1
+        state.emit(Compacted(state.path, how, before, tokens, history))
+
+    async def _save_history(
+        self, state: RunState, meter: _Meter, old: Sequence[Message]
+    ) -> str | None:
+        """Writes the messages about to be replaced in full; their path, or None."""
+        backend = state.backend
+        if backend is None:
+            return None
+        path = f"{HISTORY_DIR}/{state.run_id}/{meter.compactions + 1}.md"
+        try:
+            await backend.write(path, render_transcript(old).encode())
+        except BackendError:
+            return None
+        return path
+
+    async def _head(
+        self,
+        state: RunState,
+        meter: _Meter,
+        window: _Window,
+        old: Sequence[Message],
+        history: str | None,
+    ) -> tuple[UserMessage, Literal["summary", "truncate"]]:
+        """The message that stands for `old`: a summary, or a marker if none is made."""
+        summary = None
+        if self.settings.summarize:
+            summary = await self._summarize(state, meter, window, old)
+        if summary is None:
+            return _marker(history), "truncate"
+        intro = _with_history(prompts.text("context_summary"), history)
+        return UserMessage.of(f"{intro}\n\n{summary}"), "summary"
+
+    async def _summarize(
+        self, state: RunState, meter: _Meter, window: _Window, old: Sequence[Message]
+    ) -> str | None:
+        size = window.size or window.trigger
+        transcript = render_transcript(old)
+        room = int(size * TRANSCRIPT_SHARE * meter.chars_per_token)
+        if len(transcript) > room:
+            head = room // 5
+            transcript = (
+                transcript[:head]
+                + f"\n\n[... {len(transcript) - room} characters left out ...]\n\n"
+                + transcript[-(room - head) :]
+            )
+        longest = int(size * SUMMARY_SHARE)
+        request = ModelRequest(
+            system_prompt=prompts.text("summarize"),
+            messages=(UserMessage.of(transcript),),
+            settings=ModelSettings(max_tokens=longest),
+        )
+        try:
+            response = await self.model.request(request)
+        except Exception:  # any failure falls back to truncation
+            return None
+        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
+        cost = self.prices.cost(usage, response.model_name or self.model.name, self.model.provider)
+        state.charge(usage, cost)
+        if state.budget is not None:
+            state.budget.charge(usage, cost)
+        summary = response.message.text.strip()
+        if not summary or len(summary) / meter.chars_per_token > longest:
+            return None
+        return summary
+
+
+def _cut(messages: Sequence[Message], meter: _Meter, window: _Window) -> int:
+    """Where the kept, verbatim part of the history starts: at an assistant message, so
+    no tool call is separated from its result; 0 when nothing can be cut."""
+    starts = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage) and i > 0]
+    if not starts:
+        return 0
+    if window.keep_tokens is None:
+        wanted = len(messages) - window.keep_messages
+        return next((i for i in starts if i >= wanted), starts[-1])
+    budget = window.keep_tokens * meter.chars_per_token
+    tail = 0
+    sizes = [message_chars(m) for m in messages]
+    best = starts[-1]  # the latest exchange is kept even when it alone is over budget
+    for i in reversed(range(len(messages))):
+        tail += sizes[i]
+        if tail > budget:
+            break
+        if i in starts:
+            best = i
+    return best
+
+
+def _offload_inputs(messages: list[Message], end: int, limit: int) -> bool:
+    """Replaces large file contents in older successful write/edit calls by a pointer."""
+    succeeded = {
+        r.call_id
+        for m in messages
+        if isinstance(m, ToolResultMessage)
+        for r in m.results
+        if not r.is_error
+    }
+    changed = False
+    for i in range(end):
+        message = messages[i]
+        if not isinstance(message, AssistantMessage):
+            continue
+        parts = tuple(
+            _offloaded(p, limit) if isinstance(p, ToolCall) and p.id in succeeded else p
+            for p in message.parts
+        )
+        if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
+            messages[i] = replace(message, parts=parts)
+            changed = True
+    return changed
+
+
+def _offloaded(call: ToolCall, limit: int) -> ToolCall:
+    keys = _OFFLOADED_ARGS.get(call.name)
+    if keys is None or not isinstance(call.args, dict):
+        return call
+    args = dict(call.args)
+    path = args.get("file_path", "the file")
+    for key in keys:
+        value = args.get(key)
+        if isinstance(value, str) and len(value) > limit:
+            args[key] = prompts.render("offloaded_input", chars=len(value), path=path)
+    return call if args == call.args else replace(call, args=args)
+
+
+def _squeeze(messages: list[Message], meter: _Meter, limit: int, history: str | None) -> None:
+    """The last resort: drop the oldest exchanges, then cut the longest texts, until the
+    request fits in `limit` tokens."""
+    marker = _marker(history)
+    while meter.tokens(messages) > limit:
+        starts = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage) and i > 1]
+        if len(starts) < 2:
+            break
+        messages[:] = [marker, *messages[starts[0] :]]
+        meter.recount()
+    while meter.tokens(messages) > limit:
+        over = meter.tokens(messages) - limit
+        if not _cut_longest(messages, math.ceil(over * meter.chars_per_token) + 200):
+            break
+        meter.recount()
+
+
+def _with_history(text: str, history: str | None) -> str:
+    return f"{text} {prompts.render('history_where', path=history)}" if history else text
+
+
+def _marker(history: str | None) -> UserMessage:
+    """What stands for dropped messages: a note saying so, and where they are kept."""
+    return UserMessage.of(_with_history(prompts.text("context_dropped"), history))
+
+
+def _cut_longest(messages: list[Message], chars: int) -> bool:
+    """Shortens the longest text in the history by about `chars`; False if none is left
+    that can be shortened."""
+    found: tuple[int, int, int] | None = None  # (length, message index, part index)
+    for i, message in enumerate(messages):
+        for j, text in enumerate(_texts(message)):
+            if text is not None and len(text) > 400 and (found is None or len(text) > found[0]):
+                found = (len(text), i, j)
+    if found is None:
+        return False
+    length, i, j = found
+    keep = max(200, length - chars)
+    messages[i] = _with_text(messages[i], j, keep)
+    return True
+
+
+def _texts(message: Message) -> list[str | None]:
+    """The text of each cuttable piece of a message, in order (None: not text)."""
+    if isinstance(message, ToolResultMessage):
+        return [r.text for r in message.results]
+    if isinstance(message, UserMessage):
+        return [p.text if isinstance(p, TextPart) else None for p in message.content]
+    return [p.text if isinstance(p, TextPart) else None for p in message.parts]
+
+
+def _with_text(message: Message, index: int, keep: int) -> Message:
+    def cut(text: str) -> str:
+        return text[:keep] + "\n" + prompts.render("text_cut", chars=len(text) - keep)
+
+    if isinstance(message, ToolResultMessage):
+        results = list(message.results)
+        result = results[index]
+        binaries = tuple(p for p in result.content if isinstance(p, BinaryPart))
+        shortened: tuple[TextPart | BinaryPart, ...] = (TextPart(cut(result.text)), *binaries)
+        results[index] = ToolResult(result.call_id, result.name, shortened, result.is_error)
+        return ToolResultMessage(tuple(results))
+    if isinstance(message, UserMessage):
+        content = list(message.content)
+        text = content[index]
+        assert isinstance(text, TextPart)
+        content[index] = TextPart(cut(text.text))
+        return replace(message, content=tuple(content))
+    parts = list(message.parts)
+    part = parts[index]
+    assert isinstance(part, TextPart)
+    parts[index] = TextPart(cut(part.text))
+    return replace(message, parts=tuple(parts))
+
+
+def message_chars(message: Message) -> int:
+    """A message's size as a model sees it, in characters; binaries count as images."""
+    if isinstance(message, UserMessage):
+        return sum(_part_chars(p) for p in message.content)
+    if isinstance(message, AssistantMessage):
+        return sum(_part_chars(p) for p in message.parts)
+    return sum(_part_chars(p) for r in message.results for p in r.content) + 20 * len(
+        message.results
+    )
+
+
+def _part_chars(part: Any) -> int:
+    if isinstance(part, TextPart | ThinkingPart):
+        return len(part.text)
+    if isinstance(part, ToolCall):
+        args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+        return len(part.name) + len(args) + 20
+    if isinstance(part, BinaryPart):
+        return BINARY_CHARS
+    return 0
+
+
+def _spec_chars(spec: Any) -> int:
+    return len(spec.name) + len(spec.description) + len(json.dumps(spec.parameters))
+
+
+def render_transcript(messages: Sequence[Message]) -> str:
+    """Messages as Markdown, in full: the history files and the summary's input."""
+    out: list[str] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append("## User\n\n" + _content_text(message.content))
+        elif isinstance(message, AssistantMessage):
+            lines = ["## Assistant"]
+            for part in message.parts:
+                if isinstance(part, TextPart) and part.text:
+                    lines.append(part.text)
+                elif isinstance(part, ToolCall):
+                    args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+                    lines.append(f"Tool call `{part.name}` ({part.id}): {args}")
+            out.append("\n\n".join(lines))
+        else:
+            for result in message.results:
+                mark = " (error)" if result.is_error else ""
+                out.append(
+                    f"## Tool result `{result.name}` ({result.call_id}){mark}\n\n"
+                    + _content_text(result.content)
+                )
+    return "\n\n".join(out) + "\n"
+
+
+def _content_text(parts: Sequence[Any]) -> str:
+    return "\n".join(
+        p.text if isinstance(p, TextPart) else f"[{p.media_type}, {len(p.data)} bytes]"
+        for p in parts
+    )
