@@ -269,6 +269,9 @@ def prompt_table(prompt: dict[str, Any]) -> list[str]:
     lines.append(
         f"| **system prompt + tools both have** | **{total_ours:,}** | **{total_theirs:,}** |"
     )
+    lines.append(
+        f"| estimated tokens (characters ÷ 4) | {total_ours / 4:,.0f} | {total_theirs / 4:,.0f} |"
+    )
     lines.append(f"| deepagents ÷ tether | | {total_theirs / total_ours:.1f}x |")
     return lines
 

@@ -255,3 +255,16 @@ def test_the_meter_adds_new_messages_at_the_reported_rate() -> None:
     assert meter.tokens(history) == 2_000 + 500
     history[:] = [UserMessage.of("short")]  # rewritten: counted again from scratch
     assert meter.tokens(history) == 2_000 + (1_005 - 4_000) // 2 + 1
+
+
+def test_a_repaired_history_stays_paired_through_compaction() -> None:
+    dangling = AssistantMessage((ToolCall("fetch", {"page": -1}, id="lost"),))
+    history: list[Message] = [UserMessage.of("Fetch everything."), dangling]
+    watcher = Watcher(fetch_pages(120))
+    model = FunctionModel(watcher, profile=ModelProfile(max_input_tokens=6_000))
+    agent = create_agent(model, tools=[fetch], limits=Limits(max_steps=None))
+    result = agent.run("Go on.", message_history=history)
+    assert watcher.summaries > 0
+    assert watcher.broken_pairs == 0
+    assert pairs_intact(result.messages)
+    assert watcher.largest <= 6_000
