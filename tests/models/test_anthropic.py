@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -482,3 +483,48 @@ def test_model_settings_extra_goes_to_the_wire() -> None:
     assert params["temperature"] == 0.2
     assert params["extra_body"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     assert "tool_choice" not in params
+
+
+async def test_compaction_keeps_the_cache_breakpoints_and_summarizes_on_the_wire() -> None:
+    from tether import Limits
+    from tether.models import ModelProfile
+
+    def answer(request: Any) -> Any:
+        body = json.loads(request.content)
+        # The API would report about one token per four characters of the request.
+        usage = {"input_tokens": len(request.content) // 4}
+        if "tools" not in body:
+            return reply([text_block("## Session intent\nWeather for many cities.")], usage=usage)
+        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if len(server.bodies) > 12:
+            return reply([text_block("All sunny.")], usage=usage)
+        city = f"City{len(server.bodies)}"
+        args = json.dumps({"city": city + " " + "x" * 1_500})
+        return reply(
+            [tool_block(f"toolu_{len(server.bodies)}_{turns}", "get_weather", args)],
+            stop_reason="tool_use",
+            usage=usage,
+        )
+
+    server = MockServer([answer] * 40)
+    claude = model(server, profile=ModelProfile(max_input_tokens=6_000, supports_caching=True))
+    agent = create_agent(claude, tools=[get_weather], limits=Limits(max_steps=None))
+    result = await agent.arun("Weather everywhere?")
+
+    assert result.output == "All sunny."
+    summaries = [b for b in server.bodies if "tools" not in b]
+    assert summaries, "the history was never summarized"
+    for body in server.bodies:
+        marks = json.dumps(body).count('"cache_control"')
+        assert marks <= 4  # the API refuses more than four breakpoints
+        if "tools" in body:
+            assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+            assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+            assert len(json.dumps(body)) // 4 <= 6_000
+    after = next(
+        b
+        for b in server.bodies
+        if "tools" in b and "Summary of the conversation" in json.dumps(b["messages"][0])
+    )
+    assert after["messages"][0]["role"] == "user"
+    assert after["messages"][1]["role"] == "assistant"
