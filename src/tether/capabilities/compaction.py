@@ -190,13 +190,12 @@ class ContextCompaction(Capability):
     async def _compact(self, state: RunState, meter: _Meter, window: _Window, before: int) -> None:
         messages = state.messages
         cut = _cut(messages, meter, window)
-        how: Literal["offload", "summary", "truncate"] = "offload"
+        how: Literal["offload", "summary", "truncate"] | None = None
         history = None
+        tokens = before
         if self.offload_chars is not None and _offload_inputs(messages, cut, self.offload_chars):
             meter.recount()
-            tokens = meter.tokens(messages)
-        else:
-            tokens = before
+            tokens, how = meter.tokens(messages), "offload"
         if tokens > window.trigger and cut > 0:
             history = await self._save_history(state, meter, messages[:cut])
             head, how = await self._head(state, meter, window, messages[:cut], history)
@@ -205,7 +204,11 @@ class ContextCompaction(Capability):
             tokens = meter.tokens(messages)
         if window.size is not None and tokens > window.size * HARD_LIMIT:
             _squeeze(messages, meter, int(window.size * HARD_LIMIT), history)
-            tokens, how = meter.tokens(messages), "truncate"
+            squeezed = meter.tokens(messages)
+            if squeezed < tokens:
+                tokens, how = squeezed, "truncate"
+        if how is None:
+            return  # nothing could be made smaller; the next step tries again
         meter.compactions += 1
         state.emit(Compacted(state.path, how, before, tokens, history))
 
@@ -285,13 +288,12 @@ def _cut(messages: Sequence[Message], meter: _Meter, window: _Window) -> int:
         return next((i for i in starts if i >= wanted), starts[-1])
     budget = window.keep_tokens * meter.chars_per_token
     tail = 0
-    sizes = [message_chars(m) for m in messages]
     best = starts[-1]  # the latest exchange is kept even when it alone is over budget
     for i in reversed(range(len(messages))):
-        tail += sizes[i]
+        tail += message_chars(messages[i])
         if tail > budget:
             break
-        if i in starts:
+        if i > 0 and isinstance(messages[i], AssistantMessage):
             best = i
     return best
 
