@@ -20,6 +20,7 @@ message. Each compaction streams a `Compacted` event.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -156,19 +157,31 @@ class ContextCompaction(Capability):
         self.model = model
         self.prices = prices
         self.offload_chars = None if offload_tokens is None else offload_tokens * 4
+        self._fixed: tuple[object, str, int] | None = None
 
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
         meter = state.data.get("context")
         if not isinstance(meter, _Meter):
-            fixed = len(request.system_prompt) + sum(_spec_chars(t) for t in request.tools)
-            meter = state.data["context"] = _Meter(fixed)
-        window = self._window()
-        tokens = meter.tokens(state.messages)
+            meter = state.data["context"] = _Meter(self._fixed_chars(request))
+        window = self._window
+        chars = meter.chars(state.messages)
+        tokens = meter.to_tokens(chars)
         if tokens > window.trigger or (window.size and tokens > window.size * HARD_LIMIT):
             await self._compact(state, meter, window, tokens)
             request = replace(request, messages=tuple(state.messages))
-        meter.pending_chars = meter.chars(state.messages)
+            chars = meter.chars(state.messages)
+        meter.pending_chars = chars
         return request
+
+    def _fixed_chars(self, request: ModelRequest) -> int:
+        """The system prompt and tool specs in characters: the same objects in every run
+        of an agent, so they are measured once."""
+        known = self._fixed
+        if known is not None and known[0] is request.tools and known[1] is request.system_prompt:
+            return known[2]
+        chars = len(request.system_prompt) + sum(_spec_chars(t) for t in request.tools)
+        self._fixed = (request.tools, request.system_prompt, chars)
+        return chars
 
     async def after_model(self, state: RunState, response: ModelResponse) -> ModelResponse:
         meter = state.data.get("context")
@@ -176,7 +189,9 @@ class ContextCompaction(Capability):
             meter.calibrate(response.usage.input_tokens)
         return response
 
+    @functools.cached_property
     def _window(self) -> _Window:
+        """The model's window and this agent's thresholds in tokens (fixed per model)."""
         settings = self.settings
         size = settings.max_input_tokens or getattr(
             getattr(self.model, "profile", None), "max_input_tokens", None
@@ -424,8 +439,8 @@ def message_chars(message: Message) -> int:
 def _part_chars(part: Any) -> int:
     if isinstance(part, TextPart | ThinkingPart):
         return len(part.text)
-    if isinstance(part, ToolCall):
-        args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+    if isinstance(part, ToolCall):  # repr is close to the JSON and several times cheaper
+        args = part.args if isinstance(part.args, str) else repr(part.args)
         return len(part.name) + len(args) + 20
     if isinstance(part, BinaryPart):
         return BINARY_CHARS
