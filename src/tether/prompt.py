@@ -18,7 +18,7 @@ The parts, each present only when its capability is on:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 from tether import prompts
 
@@ -35,17 +35,8 @@ Slot: TypeAlias = Literal[
     "local_context",
     "output",
 ]
-SLOTS: tuple[Slot, ...] = (
-    "todos",
-    "memory",
-    "skills",
-    "filesystem",
-    "subagents",
-    "user",
-    "approval",
-    "local_context",
-    "output",
-)
+SLOTS: tuple[Slot, ...] = get_args(Slot)
+"""The slots in prompt order."""
 
 
 def assemble_system_prompt(
