@@ -232,7 +232,6 @@ class _Run:
         state.charge(usage, cost)
         state.steps += 1
         self.budget.count_step()
-        self.budget.charge(usage, cost)
 
     def _warn_unknown_cost(self) -> None:
         """Once a run: a cost limit cannot hold for a model without a price."""

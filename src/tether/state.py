@@ -61,7 +61,10 @@ class RunState:
     """The run of the agent that started this one as a subagent."""
 
     def charge(self, usage: Usage, cost_usd: float | None) -> None:
-        """Add one model response's usage and cost here and to every ancestor run."""
+        """Count one model response: in this run's budget (and so its ancestors'), and
+        in the usage and cost of this run and every ancestor run."""
+        if self.budget is not None:
+            self.budget.charge(usage, cost_usd)
         key = "/".join(self.path)
         state: RunState | None = self
         while state is not None:

@@ -284,8 +284,6 @@ class ContextCompaction(Capability):
         usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
         cost = self.prices.cost(usage, response.model_name or self.model.name, self.model.provider)
         state.charge(usage, cost)
-        if state.budget is not None:
-            state.budget.charge(usage, cost)
         summary = response.message.text.strip()
         if not summary or len(summary) / meter.chars_per_token > longest:
             return None
