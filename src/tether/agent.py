@@ -7,7 +7,7 @@ import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from tether import prompts
 from tether.backends.base import Backend
@@ -20,6 +20,7 @@ from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
+from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
 from tether.errors import ConfigurationError
 from tether.events import Event
 from tether.limits import Limits, without_spending_limits
@@ -33,6 +34,9 @@ from tether.state import Todo
 from tether.tools.task import GENERAL_PURPOSE, SubAgent
 from tether.tools.tool import Tool, tool
 
+if TYPE_CHECKING:
+    from tether.checkpoint.journal import Journal, Thread
+
 __all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
 
 OutputT = TypeVar("OutputT")
@@ -45,6 +49,7 @@ Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
 
 
 _DEFAULT_COMPACTION = Compaction()
+DEFAULT_CHECKPOINTER = "sqlite:///.tether/runs.db"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,8 @@ class RunResult(Generic[OutputT]):
     """The task list as the agent last wrote it with `write_todos`."""
     usage_by_agent: Mapping[str, Usage] = field(default_factory=dict)
     """Usage by agent path: "main", and "main/task:<name>#<n>" for each subagent run."""
+    thread_id: str | None = None
+    """The thread the run was recorded in, if any."""
 
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this run added (its prompt included), without the history."""
@@ -105,6 +112,7 @@ class Agent(Generic[OutputT]):
     capabilities: tuple[Capability, ...]
     model_settings: ModelSettings
     output_retries: int
+    checkpointer: Checkpointer | None
     _plan: _Plan = field(repr=False)
 
     async def arun(
@@ -113,9 +121,15 @@ class Agent(Generic[OutputT]):
         *,
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
-        """Run until the agent answers or a limit stops it."""
-        return await self._execute(prompt, message_history, deps)
+        """Run until the agent answers or a limit stops it.
+
+        With a `thread_id` the run continues that thread's conversation (its messages,
+        files and todos) and every step is recorded by the checkpointer, so a run that
+        is killed can be resumed with `resume`.
+        """
+        return await self._execute(prompt, message_history, deps, thread_id)
 
     def run(
         self,
@@ -123,9 +137,67 @@ class Agent(Generic[OutputT]):
         *,
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
         """`arun` for code without an event loop; inside one (Jupyter) it uses a worker thread."""
-        return _run_sync(lambda: self.arun(prompt, message_history=message_history, deps=deps))
+        return _run_sync(
+            lambda: self.arun(
+                prompt, message_history=message_history, deps=deps, thread_id=thread_id
+            )
+        )
+
+    async def aresume(self, thread_id: str, *, deps: Any = None) -> RunResult[OutputT]:
+        """Continue the thread's unfinished run (killed, or its process gone) from its last
+        recorded step. Tool calls that finished are not run again."""
+        journal, thread = await self._open_thread(thread_id)
+        if not thread.exists:
+            raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
+        if not thread.unfinished:
+            raise ConfigurationError(
+                f"thread {thread_id!r} has nothing to resume: its last run ended with "
+                f"{thread.stop_reason!r}; start a new run with run(..., thread_id=...)"
+            )
+        from tether.loop import execute_run
+
+        start = thread.run_start
+        return await execute_run(
+            self,
+            thread.messages,
+            new_messages=len(thread.messages) - start,
+            deps=deps,
+            journal=journal,
+            thread=thread,
+            resume=True,
+        )
+
+    def resume(self, thread_id: str, *, deps: Any = None) -> RunResult[OutputT]:
+        """`aresume` for code without an event loop."""
+        return _run_sync(lambda: self.aresume(thread_id, deps=deps))
+
+    async def athreads(self) -> list[ThreadInfo]:
+        """The checkpointer's threads, the most recently written first."""
+        return await self._checkpointer().threads()
+
+    def threads(self) -> list[ThreadInfo]:
+        """`athreads` for code without an event loop."""
+        return _run_sync(self.athreads)
+
+    async def ahistory(self, thread_id: str) -> list[Message]:
+        """The thread's conversation as recorded, compactions applied."""
+        _, thread = await self._open_thread(thread_id)
+        return thread.messages
+
+    def history(self, thread_id: str) -> list[Message]:
+        """`ahistory` for code without an event loop."""
+        return _run_sync(lambda: self.ahistory(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> bool:
+        """Delete the thread's record; whether it existed."""
+        return await self._checkpointer().delete(thread_id)
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """`adelete_thread` for code without an event loop."""
+        return _run_sync(lambda: self.adelete_thread(thread_id))
 
     async def stream(
         self,
@@ -133,6 +205,7 @@ class Agent(Generic[OutputT]):
         *,
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
+        thread_id: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run and yield events as they happen, `RunFinished` last.
 
@@ -140,7 +213,9 @@ class Agent(Generic[OutputT]):
         loop early cancels the run.
         """
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.create_task(self._execute(prompt, message_history, deps, queue.put_nowait))
+        task = asyncio.create_task(
+            self._execute(prompt, message_history, deps, thread_id, queue.put_nowait)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -152,18 +227,61 @@ class Agent(Generic[OutputT]):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    def _execute(
+    async def _execute(
         self,
         prompt: Prompt | None,
         history: Sequence[Message] | None,
         deps: Any,
+        thread_id: str | None,
         emit: Callable[[Event], None] | None = None,
-    ) -> Coroutine[Any, Any, RunResult[OutputT]]:
+    ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
+        journal = thread = None
+        if thread_id is not None:
+            if history is not None:
+                raise ConfigurationError(
+                    "give a thread_id or a message_history, not both: a thread keeps its own"
+                )
+            journal, thread = await self._open_thread(thread_id)
+            if thread.unfinished:
+                how = thread.stop_reason or "stopped without an end"
+                raise ConfigurationError(
+                    f"thread {thread_id!r} has an unfinished run ({how}); continue it with "
+                    "resume() or delete the thread"
+                )
+            history = thread.messages
         messages = _start_messages(prompt, history)
         new_messages = len(messages) - len(history or ())
-        return execute_run(self, messages, new_messages=new_messages, deps=deps, emit=emit)
+        return await execute_run(
+            self,
+            messages,
+            new_messages=new_messages,
+            deps=deps,
+            emit=emit,
+            journal=journal,
+            thread=thread,
+        )
+
+    def _checkpointer(self) -> Checkpointer:
+        if self.checkpointer is None:
+            raise ConfigurationError(
+                "threads need a checkpointer; create the agent with checkpointer=... "
+                "(the default is sqlite:///.tether/runs.db)"
+            )
+        return self.checkpointer
+
+    async def _open_thread(self, thread_id: str) -> tuple[Journal, Thread]:
+        """The thread's journal and its state rebuilt from the checkpointer."""
+        if not isinstance(thread_id, str) or not thread_id.strip():
+            raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        from tether.checkpoint.journal import Journal, replay
+
+        checkpointer = self._checkpointer()
+        thread = replay(thread_id, await checkpointer.load(thread_id))
+        journal = Journal(checkpointer, thread_id)
+        journal.adopt(thread)
+        return journal, thread
 
 
 @overload
@@ -187,6 +305,7 @@ def create_agent(
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
+    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
 ) -> Agent[OutputT]: ...
 
 
@@ -210,6 +329,7 @@ def create_agent(
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
+    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
 ) -> Agent[str]: ...
 
 
@@ -233,6 +353,7 @@ def create_agent(
     subagents: Sequence[SubAgent] = (),
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
+    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -249,6 +370,9 @@ def create_agent(
 
     When the history nears the model's input window it is compacted (offloaded,
     summarized, truncated) as `compaction` says; None turns that off.
+
+    Runs given a `thread_id` are recorded by `checkpointer` (a `Checkpointer` or a URL,
+    by default sqlite:///.tether/runs.db, opened on first use; None turns threads off).
 
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
@@ -330,6 +454,7 @@ def create_agent(
         capabilities=tuple(capabilities),
         model_settings=model_settings or ModelSettings(),
         output_retries=output_retries,
+        checkpointer=_resolve_checkpointer(checkpointer),
         _plan=plan,
     )
 
@@ -419,6 +544,16 @@ def _make_plan(
         before_model=hooked("before_model"),
         after_model=hooked("after_model"),
         around_tool=hooked("around_tool"),
+    )
+
+
+def _resolve_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
+    if checkpointer is None or isinstance(checkpointer, Checkpointer):
+        return checkpointer
+    if isinstance(checkpointer, str):
+        return open_checkpointer(checkpointer)
+    raise ConfigurationError(
+        f"checkpointer must be a Checkpointer, a URL or None, got {type(checkpointer).__name__}"
     )
 
 

@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
 from tether import prompts
 from tether.errors import (
     CostUnknownWarning,
@@ -49,12 +51,17 @@ from tether.state import RunState, ToolContext
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult, StopReason
     from tether.capabilities.base import ToolHandler
+    from tether.checkpoint.journal import Journal, Thread
 
 __all__ = ["execute_run"]
 
 _NOT_RUN = "Not run: the final answer was given in the same turn."
 _DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
 _ANSWER_RECEIVED = "Final answer received."
+_STATE_UNKNOWN = (
+    "Interrupted: the run stopped while this call was running, so whether it took effect "
+    "is unknown. Check before calling it again."
+)
 
 
 async def execute_run(
@@ -67,11 +74,16 @@ async def execute_run(
     path: AgentPath = ("main",),
     budget: Budget | None = None,
     parent: RunState | None = None,
+    journal: Journal | None = None,
+    thread: Thread | None = None,
+    resume: bool = False,
 ) -> RunResult[Any]:
     """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt.
 
     A subagent's run gets its `parent`'s run state: it shares the parent's backend and
     charges its usage to the parent, within `budget` (a child of the parent's).
+    With a `journal` the run is recorded in its thread; `thread` gives the files and
+    todos the thread holds, and with `resume` its unfinished last run is continued.
     """
     budget = budget or Budget(agent.limits)
     state = RunState(
@@ -86,14 +98,43 @@ async def execute_run(
         state.backend = parent.backend
     if emit is not None:
         state.emit = emit
-    return await _Run(agent, state, budget, new_messages).execute()
+    if journal is not None:
+        state.thread_id = journal.thread_id
+    if thread is not None:
+        state.files = dict(thread.files)
+        state.todos = thread.todos
+        if resume:
+            _restore(state, budget, thread)
+    run = _Run(agent, state, budget, new_messages, journal)
+    if resume and thread is not None:
+        run.pending = thread.pending_calls
+        run.recorded = (thread.results, thread.started)
+    return await run.execute()
+
+
+def _restore(state: RunState, budget: Budget, thread: Thread) -> None:
+    """Continue the spending of the thread's unfinished run."""
+    assert thread.run_id is not None
+    state.run_id = thread.run_id
+    state.usage, state.cost_usd, state.steps = thread.usage, thread.cost_usd, thread.steps
+    state.usage_by_agent["/".join(state.path)] = thread.usage
+    budget.usage, budget.cost_usd = thread.usage, thread.cost_usd or 0.0
+    budget.steps, budget.model_calls = thread.steps, thread.usage.requests
 
 
 class _Run:
     def __init__(
-        self, agent: Agent[Any], state: RunState, budget: Budget, new_messages: int
+        self,
+        agent: Agent[Any],
+        state: RunState,
+        budget: Budget,
+        new_messages: int,
+        journal: Journal | None = None,
     ) -> None:
         self.agent = agent
+        self.journal = journal
+        self.pending: AssistantMessage | None = None
+        self.recorded: tuple[dict[str, ToolResult], set[str]] = ({}, set())
         self.plan = agent._plan
         self.state = state
         self.budget = budget
@@ -122,6 +163,8 @@ class _Run:
             error = RunError(f"the run failed: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
         result = self._result("error" if error else self.stop_reason or "error")
+        if self.journal is not None:
+            await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))
         state.emit(RunFinished(state.path, result))
         if error is not None:
             error.result = result
@@ -131,9 +174,18 @@ class _Run:
     async def _run_until_stopped(self) -> None:
         try:
             async with asyncio.timeout_at(_loop_deadline(self.budget)) as scope:
+                pending = self.pending
+                if pending is not None:  # kept from the start hooks' repairs: it is resumed
+                    self.state.messages.pop()
                 for capability in self.plan.on_run_start:
                     await capability.on_run_start(self.state)
-                self.new_messages_start = len(self.state.messages) - self.new_messages
+                if pending is not None:
+                    self.state.messages.append(pending)
+                    await self._resume_calls(pending)
+                else:
+                    self.new_messages_start = len(self.state.messages) - self.new_messages
+                    if self.journal is not None:
+                        await self.journal.begin(self.state, self.new_messages_start)
                 while self.stop_reason is None:
                     await self._step()
         except TimeoutError:
@@ -147,6 +199,8 @@ class _Run:
         request = await self._prepare_request()
         response = await self._call_model(request)
         self._record(response)
+        if self.journal is not None:  # the calls are on record before any of them runs
+            await self.journal.sync(self.state)
         calls = response.message.tool_calls
         if calls:
             await self._handle_calls(calls, cut_off=response.finish_reason == "length")
@@ -287,8 +341,32 @@ class _Run:
 
     # -- tools -------------------------------------------------------------------
 
-    async def _handle_calls(self, calls: list[ToolCall], *, cut_off: bool) -> None:
-        results: list[ToolResult | None] = [None] * len(calls)
+    async def _resume_calls(self, pending: AssistantMessage) -> None:
+        """Answer the calls a killed run left: recorded results are kept, calls that never
+        started run now, and a call that started without a recorded result is reported
+        as interrupted (or run again, for an idempotent tool)."""
+        results, started = self.recorded
+        known: dict[str, ToolResult] = {}
+        for call in pending.tool_calls:
+            if call.id in results:
+                known[call.id] = results[call.id]
+            elif call.id in started:
+                tool = self.plan.tools.get(call.name)
+                if tool is None or not tool.idempotent:
+                    known[call.id] = ToolResult.of(call, _STATE_UNKNOWN, is_error=True)
+        calls = pending.tool_calls
+        await self._handle_calls(calls, cut_off=False, known=known)
+        if self.stop_reason is None:
+            self._check_loops(calls)
+
+    async def _handle_calls(
+        self,
+        calls: list[ToolCall],
+        *,
+        cut_off: bool,
+        known: dict[str, ToolResult] | None = None,
+    ) -> None:
+        results: list[ToolResult | None] = [(known or {}).get(call.id) for call in calls]
         if cut_off:
             self._refuse_cut_off(calls, results)
         answer_error = self._take_answer(calls, results)
@@ -354,6 +432,8 @@ class _Run:
         """
         if not indexes:
             return
+        if self.journal is not None:
+            await self.journal.started([calls[i].id for i in indexes])
         if len(indexes) == 1:  # the common case needs no task of its own
             (i,) = indexes
             try:
@@ -390,6 +470,8 @@ class _Run:
         state = self.state
         state.emit(ToolCallStarted(state.path, call))
         result = await self.handle_tool(call, ToolContext(state, call))
+        if self.journal is not None:  # recorded before the next model call: never run twice
+            await self.journal.result(result)
         state.emit(ToolCallFinished(state.path, call, result))
         return result
 
@@ -422,6 +504,7 @@ class _Run:
             files={path: data for path, (data, _) in state.files.items()},
             todos=state.todos,
             usage_by_agent=dict(state.usage_by_agent),
+            thread_id=state.thread_id,
         )
 
 

@@ -45,6 +45,7 @@ class RunState:
     path: AgentPath
     messages: list[Message]
     deps: Any = None
+    thread_id: str | None = None
     backend: Any = None
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0

@@ -1,0 +1,11 @@
+"""Durable runs: an append-only log of records per thread, in SQLite or Postgres.
+
+`open_checkpointer("sqlite:///.tether/runs.db")` gives the embedded default. What is
+recorded, and how a run is rebuilt from it, is `tether.checkpoint.journal`.
+"""
+
+from __future__ import annotations
+
+from tether.checkpoint.base import Checkpointer, Record, ThreadInfo, open_checkpointer
+
+__all__ = ["Checkpointer", "Record", "ThreadInfo", "open_checkpointer"]

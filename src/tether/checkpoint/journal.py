@@ -1,0 +1,196 @@
+"""What a run writes to its thread's log, and how a thread is rebuilt from it.
+
+Records, in the order a run writes them:
+
+- "run": a run began; `start` is where its messages begin in the thread.
+- "sync": the messages added since the last sync ("append") or all of them after a
+  rewrite such as a compaction ("messages"), the state backend files that changed,
+  the todo list if it changed, and the run's usage, cost and steps so far. Written after
+  every model response, so the assistant's tool calls are on record before they run.
+- "started": the ids of the tool calls about to run.
+- "result": one finished tool call's result, written before the next model call.
+- "interrupt": calls waiting for a human decision; "end": the run's stop reason.
+
+A run killed anywhere is rebuilt from the last records: calls with a result are never
+run again; a call that started but has no result was interrupted in an unknown state.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from tether.checkpoint.base import Checkpointer, Record
+from tether.messages import AssistantMessage, Message, ToolResult, Usage, from_json, to_json
+from tether.state import RunState, Todo
+
+__all__ = ["Journal", "Thread", "replay"]
+
+
+@functools.cache
+def _results() -> pydantic.TypeAdapter[ToolResult]:
+    return pydantic.TypeAdapter(ToolResult)
+
+
+@functools.cache
+def _usage() -> pydantic.TypeAdapter[Usage]:
+    return pydantic.TypeAdapter(Usage)
+
+
+class Journal:
+    """Writes one run's records to its thread."""
+
+    def __init__(self, checkpointer: Checkpointer, thread_id: str) -> None:
+        self.checkpointer = checkpointer
+        self.thread_id = thread_id
+        self._recorded = 0
+        self._last: Message | None = None
+        self._files: dict[str, tuple[bytes, float]] = {}
+        self._todos: tuple[Todo, ...] = ()
+
+    def adopt(self, thread: Thread) -> None:
+        """Start from what `thread` already holds, so only changes are written."""
+        self._recorded = len(thread.messages)
+        self._last = thread.messages[-1] if thread.messages else None
+        self._files = dict(thread.files)
+        self._todos = thread.todos
+
+    async def begin(self, state: RunState, start: int) -> None:
+        record: Record = {"t": "run", "run": state.run_id, "start": start}
+        await self.checkpointer.append(self.thread_id, [record, self._sync(state)])
+
+    async def sync(self, state: RunState) -> None:
+        await self.checkpointer.append(self.thread_id, [self._sync(state)])
+
+    async def started(self, call_ids: Sequence[str]) -> None:
+        await self.checkpointer.append(self.thread_id, [{"t": "started", "ids": list(call_ids)}])
+
+    async def result(self, result: ToolResult) -> None:
+        body = _results().dump_python(result, mode="json")
+        await self.checkpointer.append(self.thread_id, [{"t": "result", "result": body}])
+
+    async def interrupt(self, state: RunState, requests: list[dict[str, Any]]) -> None:
+        records = [self._sync(state), {"t": "interrupt", "requests": requests}]
+        await self.checkpointer.append(self.thread_id, records)
+
+    async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
+        records = [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
+        await self.checkpointer.append(self.thread_id, records)
+
+    def _sync(self, state: RunState) -> Record:
+        messages = state.messages
+        record: Record = {
+            "t": "sync",
+            "usage": _usage().dump_python(state.usage, mode="json"),
+            "cost": state.cost_usd,
+            "steps": state.steps,
+        }
+        known = self._recorded
+        if known <= len(messages) and (known == 0 or messages[known - 1] is self._last):
+            if known < len(messages):
+                record["append"] = to_json(messages[known:])
+        else:  # rewritten (a compaction): record the whole list
+            record["messages"] = to_json(messages)
+        self._recorded, self._last = len(messages), (messages[-1] if messages else None)
+        changed = {p: v for p, v in state.files.items() if self._files.get(p) is not v}
+        gone = [p for p in self._files if p not in state.files]
+        if changed:
+            record["put"] = {
+                p: [base64.b64encode(data).decode(), mtime] for p, (data, mtime) in changed.items()
+            }
+        if gone:
+            record["delete"] = gone
+        self._files = dict(state.files)
+        if state.todos != self._todos:
+            record["todos"] = [[t.content, t.status] for t in state.todos]
+            self._todos = state.todos
+        return record
+
+
+@dataclass
+class Thread:
+    """A thread rebuilt from its log: the conversation, files and todos, and the state
+    of its last run."""
+
+    thread_id: str
+    messages: list[Message] = field(default_factory=list)
+    files: dict[str, tuple[bytes, float]] = field(default_factory=dict)
+    todos: tuple[Todo, ...] = ()
+    run_id: str | None = None
+    run_start: int = 0
+    stop_reason: str | None = None
+    """How the last run ended; None while it has not (running, or killed)."""
+    output: Any = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+    steps: int = 0
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    """Results recorded for the calls of the last assistant message."""
+    started: set[str] = field(default_factory=set)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        return self.run_id is not None
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether the last run stopped without an end: it was killed or interrupted."""
+        return self.exists and self.stop_reason in (None, "interrupted")
+
+    @property
+    def pending_calls(self) -> AssistantMessage | None:
+        """The last assistant message, when its tool calls are not all answered."""
+        if self.messages and isinstance(self.messages[-1], AssistantMessage):
+            last = self.messages[-1]
+            return last if last.tool_calls else None
+        return None
+
+
+def replay(thread_id: str, records: Sequence[Record]) -> Thread:
+    """The thread as its records leave it."""
+    thread = Thread(thread_id)
+    for record in records:
+        kind = record["t"]
+        if kind == "run":
+            thread.run_id, thread.run_start = record["run"], record["start"]
+            thread.stop_reason, thread.output, thread.interrupts = None, None, []
+            thread.results, thread.started = {}, set()
+        elif kind == "sync":
+            _apply_sync(thread, record)
+        elif kind == "started":
+            thread.started.update(record["ids"])
+        elif kind == "result":
+            result = _results().validate_python(record["result"])
+            thread.results[result.call_id] = result
+        elif kind == "interrupt":
+            thread.interrupts = record["requests"]
+            thread.stop_reason = "interrupted"
+        elif kind == "end":
+            thread.stop_reason, thread.output = record["stop"], record["output"]
+    return thread
+
+
+def _apply_sync(thread: Thread, record: Record) -> None:
+    if "messages" in record:
+        thread.messages = from_json(record["messages"])
+    if "append" in record:
+        thread.messages += from_json(record["append"])
+    for path, (data, mtime) in record.get("put", {}).items():
+        thread.files[path] = (base64.b64decode(data), mtime)
+    for path in record.get("delete", ()):
+        thread.files.pop(path, None)
+    if "todos" in record:
+        thread.todos = tuple(Todo(c, s) for c, s in record["todos"])
+    thread.usage = _usage().validate_python(record["usage"])
+    thread.cost_usd, thread.steps = record["cost"], record["steps"]
+    # Results matter only for the calls still unanswered.
+    pending = thread.pending_calls
+    ids = {c.id for c in pending.tool_calls} if pending is not None else set()
+    thread.results = {k: v for k, v in thread.results.items() if k in ids}
+    thread.started &= ids
