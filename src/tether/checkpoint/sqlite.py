@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tether.checkpoint.base import Record, ThreadInfo
+from tether.errors import ConfigurationError
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer"]
 
@@ -136,7 +137,7 @@ def _migrate(db: sqlite3.Connection) -> None:
     try:
         (version,) = db.execute("PRAGMA user_version").fetchone()
         if version > SCHEMA_VERSION:
-            raise RuntimeError(
+            raise ConfigurationError(
                 f"the checkpoint database has schema version {version}, newer than this "
                 f"tether understands ({SCHEMA_VERSION}); upgrade tether"
             )

@@ -1,0 +1,238 @@
+"""Threads and durable runs on the SQLite checkpointer."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tether import ConfigurationError, Limits, create_agent, tool
+from tether.checkpoint import open_checkpointer
+from tether.checkpoint.journal import replay
+from tether.checkpoint.sqlite import SCHEMA_VERSION, SqliteCheckpointer
+from tether.messages import ToolCall, ToolResultMessage, UserMessage
+from tether.models import FunctionModel, ModelRequest, ScriptedModel
+from tether.models.scripted import Turn
+
+
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/runs.db"
+
+
+def test_a_thread_continues_its_conversation_files_and_todos(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            [ToolCall("write_file", {"file_path": "/notes.md", "content": "tabs"})],
+            [ToolCall("write_todos", {"todos": [{"content": "Ask", "status": "pending"}]})],
+            "Noted.",
+            [ToolCall("read_file", {"file_path": "/notes.md"})],
+            "You like tabs.",
+        ]
+    )
+    agent = create_agent(model, checkpointer=db(tmp_path))
+    first = agent.run("I like tabs.", thread_id="chat-1")
+    assert first.thread_id == "chat-1"
+    second = agent.run("What do I like?", thread_id="chat-1")
+
+    assert second.output == "You like tabs."
+    assert second.messages[: len(first.messages)] == first.messages
+    assert second.files == {"/notes.md": b"tabs"}  # the StateBackend's files live on
+    assert second.todos == first.todos
+    assert len(second.new_messages()) == 4
+    # A new agent object over the same file sees the same thread.
+    again = create_agent(ScriptedModel(["x"]), checkpointer=db(tmp_path))
+    assert again.history("chat-1") == list(second.messages)
+
+
+def test_threads_can_be_listed_and_deleted(tmp_path: Path) -> None:
+    agent = create_agent(ScriptedModel(["a", "b", "c"]), checkpointer=db(tmp_path))
+    for thread in ("t1", "t2", "t1"):
+        agent.run("hi", thread_id=thread)
+    listed = agent.threads()
+    assert [t.thread_id for t in listed] == ["t1", "t2"]
+    assert agent.delete_thread("t2") is True
+    assert agent.delete_thread("t2") is False
+    assert [t.thread_id for t in agent.threads()] == ["t1"]
+    assert agent.history("t2") == []
+
+
+def test_thread_misuse_is_a_clear_error(tmp_path: Path) -> None:
+    agent = create_agent(ScriptedModel(["a"]), checkpointer=db(tmp_path))
+    with pytest.raises(ConfigurationError, match="not both"):
+        agent.run("hi", thread_id="t", message_history=[UserMessage.of("x")])
+    with pytest.raises(ConfigurationError, match="no thread 'ghost'"):
+        agent.resume("ghost")
+    agent.run("hi", thread_id="done")
+    with pytest.raises(ConfigurationError, match="nothing to resume"):
+        agent.resume("done")
+    with pytest.raises(ConfigurationError, match="non-empty string"):
+        agent.run("hi", thread_id="")
+    plain = create_agent(ScriptedModel(["a"]), checkpointer=None)
+    with pytest.raises(ConfigurationError, match="need a checkpointer"):
+        plain.run("hi", thread_id="t")
+    with pytest.raises(ConfigurationError, match="unknown checkpointer URL"):
+        create_agent(ScriptedModel(["a"]), checkpointer="redis://x")
+
+
+def test_runs_without_a_thread_write_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    create_agent(ScriptedModel(["a"])).run("hi")
+    assert not (tmp_path / ".tether").exists()
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing after it runs, nothing catches it."""
+
+
+def counting_tool(log: list[str], crash_after: int | None) -> object:
+    @tool
+    def bump(n: int) -> str:
+        """Count one."""
+        log.append(f"bump {n}")
+        if crash_after is not None and len(log) == crash_after:
+            raise Crash
+        return f"bumped {n}"
+
+    return bump
+
+
+def steps(request: ModelRequest) -> Turn:
+    done = sum(1 for m in request.messages if isinstance(m, ToolResultMessage))
+    if done < 5:
+        return [ToolCall("bump", {"n": done}, id=f"call_{done}")]
+    return "counted to 5"
+
+
+def test_a_killed_run_resumes_without_running_a_finished_call_again(tmp_path: Path) -> None:
+    log: list[str] = []
+    url = db(tmp_path)
+    crashing = create_agent(FunctionModel(steps), tools=[counting_tool(log, 3)], checkpointer=url)
+    with pytest.raises(Crash):
+        crashing.run("count", thread_id="job")
+    assert log == ["bump 0", "bump 1", "bump 2"]  # the third call died before recording
+
+    resumed = create_agent(FunctionModel(steps), tools=[counting_tool(log, None)], checkpointer=url)
+    result = resumed.resume("job")
+    assert result.output == "counted to 5"
+    assert log == ["bump 0", "bump 1", "bump 2", "bump 3", "bump 4"]  # call 2 not run again
+    texts = [r.text for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results]
+    assert texts[:2] == ["bumped 0", "bumped 1"]
+    assert texts[2].startswith("Interrupted: the run stopped while this call was running")
+    assert result.steps == 6
+    assert result.usage.requests == 6
+
+
+def test_an_idempotent_call_that_was_cut_short_runs_again(tmp_path: Path) -> None:
+    log: list[str] = []
+    url = db(tmp_path)
+
+    def make(crash_after: int | None) -> object:
+        @tool(idempotent=True)
+        def bump(n: int) -> str:
+            """Count one."""
+            log.append(f"bump {n}")
+            if crash_after is not None and len(log) == crash_after:
+                raise Crash
+            return f"bumped {n}"
+
+        return bump
+
+    with pytest.raises(Crash):
+        create_agent(FunctionModel(steps), tools=[make(2)], checkpointer=url).run(
+            "go", thread_id="j"
+        )
+    result = create_agent(FunctionModel(steps), tools=[make(None)], checkpointer=url).resume("j")
+    assert log == ["bump 0", "bump 1", "bump 1", "bump 2", "bump 3", "bump 4"]
+    assert result.output == "counted to 5"
+
+
+def test_a_run_killed_during_the_model_call_resumes_from_the_last_step(tmp_path: Path) -> None:
+    url = db(tmp_path)
+    calls = 0
+
+    def flaky(request: ModelRequest) -> Turn:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise Crash
+        return steps(request)
+
+    log: list[str] = []
+    with pytest.raises(Crash):
+        create_agent(FunctionModel(flaky), tools=[counting_tool(log, None)], checkpointer=url).run(
+            "go", thread_id="m"
+        )
+    result = create_agent(
+        FunctionModel(steps), tools=[counting_tool(log, None)], checkpointer=url
+    ).resume("m")
+    assert log == [f"bump {n}" for n in range(5)]
+    assert result.output == "counted to 5"
+
+
+async def test_two_hundred_runs_share_one_sqlite_file(tmp_path: Path) -> None:
+    url = db(tmp_path)
+    agent = create_agent(
+        FunctionModel(steps),
+        tools=[counting_tool([], None)],
+        checkpointer=url,
+        limits=Limits(max_steps=20),
+    )
+    results = await asyncio.gather(*(agent.arun("go", thread_id=f"t{i}") for i in range(200)))
+    assert all(r.output == "counted to 5" for r in results)
+    checkpointer = open_checkpointer(url)
+    for i in (0, 99, 199):
+        thread = replay(f"t{i}", await checkpointer.load(f"t{i}"))
+        assert thread.stop_reason == "completed"
+        assert thread.messages == list(results[i].messages)
+    assert len(await checkpointer.threads()) == 200
+
+
+def test_the_schema_is_versioned_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    asyncio.run(SqliteCheckpointer(path).append("t", [{"t": "x"}]))
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ConfigurationError, match="newer than this tether understands"):
+        asyncio.run(SqliteCheckpointer(path).load("t"))
+
+
+def test_a_finished_call_beside_one_that_died_is_not_run_again(tmp_path: Path) -> None:
+    log: list[str] = []
+    url = db(tmp_path)
+
+    def make(crash_on: str | None) -> object:
+        @tool
+        async def step(name: str, wait: float) -> str:
+            """Do one named step."""
+            await asyncio.sleep(wait)
+            log.append(name)
+            if name == crash_on:
+                raise Crash
+            return f"{name} done"
+
+        return step
+
+    def turn(request: ModelRequest) -> Turn:
+        if not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return [
+                ToolCall("step", {"name": "fast", "wait": 0}, id="a"),
+                ToolCall("step", {"name": "slow", "wait": 0.05}, id="b"),
+            ]
+        return "both handled"
+
+    with pytest.raises(Crash):
+        create_agent(FunctionModel(turn), tools=[make("slow")], checkpointer=url).run(
+            "go", thread_id="p"
+        )
+    result = create_agent(FunctionModel(turn), tools=[make(None)], checkpointer=url).resume("p")
+    assert log == ["fast", "slow"]
+    (answers,) = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert answers.results[0].text == "fast done"
+    assert answers.results[1].text.startswith("Interrupted")
+    assert result.output == "both handled"
