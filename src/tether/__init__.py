@@ -4,6 +4,7 @@ from tether import create_agent, tool, Limits
 """
 
 from tether.agent import Agent, Prompt, RunResult, StopReason, create_agent
+from tether.approval import ApprovalRequest, Approve, Edit, Reject, Respond
 from tether.capabilities import Capability
 from tether.capabilities.compaction import Compaction
 from tether.errors import (
@@ -27,16 +28,21 @@ from tether.tools.task import SubAgent
 
 __all__ = [
     "Agent",
+    "ApprovalRequest",
+    "Approve",
     "Capability",
     "Compaction",
     "ConfigurationError",
     "CostUnknownWarning",
+    "Edit",
     "Limits",
     "ModelError",
     "ModelHTTPError",
     "OutputError",
     "Price",
     "Prompt",
+    "Reject",
+    "Respond",
     "RunError",
     "RunResult",
     "RunState",

@@ -5,11 +5,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from tether import prompts
+from tether.approval import (
+    ApprovalRequest,
+    Decision,
+    DecisionKind,
+    approval_rules,
+    match_decisions,
+)
 from tether.backends.base import Backend
 from tether.backends.permissions import Policy, Rule
 from tether.backends.state import StateBackend
@@ -79,6 +87,8 @@ class RunResult(Generic[OutputT]):
     """Usage by agent path: "main", and "main/task:<name>#<n>" for each subagent run."""
     thread_id: str | None = None
     """The thread the run was recorded in, if any."""
+    interrupts: tuple[ApprovalRequest, ...] = ()
+    """With `stop_reason == "interrupted"`: the calls waiting for a decision."""
 
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this run added (its prompt included), without the history."""
@@ -98,6 +108,7 @@ class _Plan:
     before_model: tuple[Capability, ...]
     after_model: tuple[Capability, ...]
     around_tool: tuple[Capability, ...]
+    approvals: Mapping[str, tuple[DecisionKind, ...]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,9 +157,16 @@ class Agent(Generic[OutputT]):
             )
         )
 
-    async def aresume(self, thread_id: str, *, deps: Any = None) -> RunResult[OutputT]:
-        """Continue the thread's unfinished run (killed, or its process gone) from its last
-        recorded step. Tool calls that finished are not run again."""
+    async def aresume(
+        self,
+        thread_id: str,
+        *,
+        decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
+        deps: Any = None,
+    ) -> RunResult[OutputT]:
+        """Continue the thread's unfinished run from its last recorded step: one that was
+        killed, or one waiting for `decisions` on its `interrupts` (a list in their order,
+        or a mapping by call id). Tool calls that finished are not run again."""
         journal, thread = await self._open_thread(thread_id)
         if not thread.exists:
             raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
@@ -157,6 +175,12 @@ class Agent(Generic[OutputT]):
                 f"thread {thread_id!r} has nothing to resume: its last run ended with "
                 f"{thread.stop_reason!r}; start a new run with run(..., thread_id=...)"
             )
+        if thread.interrupts or decisions is not None:
+            if not thread.interrupts:
+                raise ConfigurationError(f"thread {thread_id!r} has no call waiting for a decision")
+            chosen = match_decisions(thread.interrupts, decisions)
+            await journal.decided(chosen)
+            thread.decisions.update(chosen)
         from tether.loop import execute_run
 
         start = thread.run_start
@@ -170,9 +194,15 @@ class Agent(Generic[OutputT]):
             resume=True,
         )
 
-    def resume(self, thread_id: str, *, deps: Any = None) -> RunResult[OutputT]:
+    def resume(
+        self,
+        thread_id: str,
+        *,
+        decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
+        deps: Any = None,
+    ) -> RunResult[OutputT]:
         """`aresume` for code without an event loop."""
-        return _run_sync(lambda: self.aresume(thread_id, deps=deps))
+        return _run_sync(lambda: self.aresume(thread_id, decisions=decisions, deps=deps))
 
     async def athreads(self) -> list[ThreadInfo]:
         """The checkpointer's threads, the most recently written first."""
@@ -238,6 +268,8 @@ class Agent(Generic[OutputT]):
         from tether.loop import execute_run
 
         journal = thread = None
+        if thread_id is None and self._plan.approvals:
+            thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
         if thread_id is not None:
             if history is not None:
                 raise ConfigurationError(
@@ -306,6 +338,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
+    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
 ) -> Agent[OutputT]: ...
 
 
@@ -330,6 +363,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
+    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
 ) -> Agent[str]: ...
 
 
@@ -354,6 +388,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
+    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -373,6 +408,8 @@ def create_agent(
 
     Runs given a `thread_id` are recorded by `checkpointer` (a `Checkpointer` or a URL,
     by default sqlite:///.tether/runs.db, opened on first use; None turns threads off).
+    Calls of the tools in `interrupt_on` wait for a person's decision (see
+    `tether.approval`); such an agent records every run, in a new thread if none is given.
 
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
@@ -444,7 +481,14 @@ def create_agent(
         *capabilities,
     )
     output = OutputSpec(output_type)
-    plan = _make_plan(tool_list, all_capabilities, output, system_prompt, price_book)
+    plan = _make_plan(
+        tool_list, all_capabilities, output, system_prompt, price_book, interrupt_on=interrupt_on
+    )
+    if plan.approvals and checkpointer is None:
+        raise ConfigurationError(
+            "interrupt_on needs a checkpointer: a run waiting for a decision is resumed "
+            "from its thread"
+        )
     return Agent(
         model=resolved,
         tools=tool_list,
@@ -511,6 +555,8 @@ def _make_plan(
     output: OutputSpec,
     system_prompt: str | None,
     prices: PriceBook,
+    *,
+    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None,
 ) -> _Plan:
     every_tool = (*tools, *(t for c in capabilities for t in c.tools()))
     by_name: dict[str, Tool] = {}
@@ -530,6 +576,10 @@ def _make_plan(
     if output.tool is not None:
         specs += (output.tool,)
         sections.append(("output", prompts.render("output", tool=FINAL_RESULT)))
+    approvals = approval_rules(interrupt_on, list(by_name))
+    if approvals:
+        names = ", ".join(f"`{name}`" for name in approvals)
+        sections.append(("approval", prompts.render("approval", tools=names)))
 
     def hooked(hook: str) -> tuple[Capability, ...]:
         return tuple(c for c in capabilities if overrides(c, hook))
@@ -544,6 +594,7 @@ def _make_plan(
         before_model=hooked("before_model"),
         after_model=hooked("after_model"),
         around_tool=hooked("around_tool"),
+        approvals=approvals,
     )
 
 

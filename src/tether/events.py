@@ -13,10 +13,12 @@ from tether.messages import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from tether.agent import RunResult
+    from tether.approval import ApprovalRequest
     from tether.state import Todo
 
 __all__ = [
     "AgentPath",
+    "ApprovalRequested",
     "Compacted",
     "Event",
     "ModelDelta",
@@ -100,6 +102,15 @@ class Compacted:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """The run stopped for a person to decide on these calls (see `Agent.resume`)."""
+
+    path: AgentPath
+    requests: tuple[ApprovalRequest, ...]
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; `result` has the output, messages, usage and stop reason."""
 
@@ -115,5 +126,6 @@ Event: TypeAlias = (
     | ToolCallFinished
     | TodosUpdated
     | Compacted
+    | ApprovalRequested
     | RunFinished
 )

@@ -13,12 +13,13 @@ import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from tether import prompts
+from tether.approval import ApprovalRequest, Decision, Edit, Reject, Respond, decision_from_json
 from tether.errors import (
     CostUnknownWarning,
     ModelError,
@@ -28,6 +29,7 @@ from tether.errors import (
 )
 from tether.events import (
     AgentPath,
+    ApprovalRequested,
     Event,
     ModelDelta,
     RunFinished,
@@ -109,6 +111,7 @@ async def execute_run(
     if resume and thread is not None:
         run.pending = thread.pending_calls
         run.recorded = (thread.results, thread.started)
+        run.decisions = {k: decision_from_json(v) for k, v in thread.decisions.items()}
     return await run.execute()
 
 
@@ -135,6 +138,8 @@ class _Run:
         self.journal = journal
         self.pending: AssistantMessage | None = None
         self.recorded: tuple[dict[str, ToolResult], set[str]] = ({}, set())
+        self.decisions: dict[str, Decision] = {}
+        self.interrupts: list[ApprovalRequest] = []
         self.plan = agent._plan
         self.state = state
         self.budget = budget
@@ -370,6 +375,8 @@ class _Run:
         if cut_off:
             self._refuse_cut_off(calls, results)
         answer_error = self._take_answer(calls, results)
+        if self.stop_reason != "completed" and await self._await_approval(calls, results):
+            return  # the calls stay unanswered until a person decides
         to_run = [i for i, result in enumerate(results) if result is None]
         if self.stop_reason == "completed":
             for i in to_run:
@@ -385,6 +392,55 @@ class _Run:
             )
         if answer_error is not None:
             self._output_failed(answer_error, None)
+
+    async def _await_approval(
+        self, calls: list[ToolCall], results: list[ToolResult | None]
+    ) -> bool:
+        """Apply the decisions given for calls that need one; if any such call has none,
+        stop the run for a person to decide, and return True."""
+        rules = self.plan.approvals
+        waiting = [
+            c
+            for c, r in zip(calls, results, strict=True)
+            if r is None and c.name in rules and c.id not in self.decisions
+        ]
+        if waiting:
+            self.interrupts = [
+                ApprovalRequest(c.id, c.name, c.args, rules[c.name]) for c in waiting
+            ]
+            self.stop_reason = "interrupted"
+            if self.journal is not None:
+                await self.journal.interrupt(self.state, [asdict(r) for r in self.interrupts])
+            self.state.emit(ApprovalRequested(self.state.path, tuple(self.interrupts)))
+            return True
+        for i, call in enumerate(calls):
+            decision = self.decisions.get(call.id)
+            if decision is None or results[i] is not None:
+                continue
+            if isinstance(decision, Edit):
+                calls[i] = replace(call, args=dict(decision.args))
+                self._rewrite_call(calls[i])
+            elif isinstance(decision, Reject):
+                text = prompts.render("rejected", message=decision.message or "no reason given")
+                results[i] = ToolResult.of(call, text, is_error=True)
+            elif isinstance(decision, Respond):
+                results[i] = ToolResult.of(call, decision.message)
+        return False
+
+    def _rewrite_call(self, call: ToolCall) -> None:
+        """Put an edited call in place of the model's, so the history shows what ran."""
+        messages = self.state.messages
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AssistantMessage) and any(
+                c.id == call.id for c in message.tool_calls
+            ):
+                parts = tuple(
+                    call if isinstance(p, ToolCall) and p.id == call.id else p
+                    for p in message.parts
+                )
+                messages[index] = replace(message, parts=parts)
+                return
 
     def _refuse_cut_off(self, calls: list[ToolCall], results: list[ToolResult | None]) -> None:
         """Calls whose arguments the output limit cut short are answered, never run."""
@@ -505,6 +561,7 @@ class _Run:
             todos=state.todos,
             usage_by_agent=dict(state.usage_by_agent),
             thread_id=state.thread_id,
+            interrupts=tuple(self.interrupts),
         )
 
 

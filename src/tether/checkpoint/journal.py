@@ -78,6 +78,9 @@ class Journal:
         records = [self._sync(state), {"t": "interrupt", "requests": requests}]
         await self.checkpointer.append(self.thread_id, records)
 
+    async def decided(self, decisions: dict[str, dict[str, Any]]) -> None:
+        await self.checkpointer.append(self.thread_id, [{"t": "decided", "decisions": decisions}])
+
     async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
         records = [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
         await self.checkpointer.append(self.thread_id, records)
@@ -133,6 +136,9 @@ class Thread:
     """Results recorded for the calls of the last assistant message."""
     started: set[str] = field(default_factory=set)
     interrupts: list[dict[str, Any]] = field(default_factory=list)
+    """Calls waiting for a decision, as recorded."""
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Decisions given for the waiting calls, by call id."""
 
     @property
     def exists(self) -> bool:
@@ -160,7 +166,7 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
         if kind == "run":
             thread.run_id, thread.run_start = record["run"], record["start"]
             thread.stop_reason, thread.output, thread.interrupts = None, None, []
-            thread.results, thread.started = {}, set()
+            thread.results, thread.started, thread.decisions = {}, set(), {}
         elif kind == "sync":
             _apply_sync(thread, record)
         elif kind == "started":
@@ -171,6 +177,9 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
         elif kind == "interrupt":
             thread.interrupts = record["requests"]
             thread.stop_reason = "interrupted"
+        elif kind == "decided":
+            thread.decisions.update(record["decisions"])
+            thread.interrupts, thread.stop_reason = [], None
         elif kind == "end":
             thread.stop_reason, thread.output = record["stop"], record["output"]
     return thread

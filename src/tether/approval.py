@@ -1,0 +1,177 @@
+"""Human approval of tool calls: what a run asks for, and the decisions that answer it.
+
+`create_agent(interrupt_on={"write_file": True, "delete": {"allow": ["approve", "reject"]}})`
+stops a run before those tools run, with `stop_reason="interrupted"` and one
+`ApprovalRequest` per waiting call in `RunResult.interrupts`. `agent.resume(thread_id,
+decisions=[...])` answers them, in the same process or another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from tether.errors import ConfigurationError
+
+__all__ = [
+    "DECISIONS",
+    "ApprovalRequest",
+    "Approve",
+    "Decision",
+    "Edit",
+    "Reject",
+    "Respond",
+    "approval_rules",
+    "decision_from_json",
+    "decision_to_json",
+    "match_decisions",
+]
+
+DecisionKind: TypeAlias = Literal["approve", "edit", "reject", "respond"]
+DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "reject", "respond")
+
+
+@dataclass(frozen=True, slots=True)
+class Approve:
+    """Run the call as the model made it."""
+
+    kind: Literal["approve"] = "approve"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Run the call with these arguments instead; they are validated and permission
+    checked like the model's own."""
+
+    args: Mapping[str, Any] = field(default_factory=dict)
+    kind: Literal["edit"] = "edit"
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Do not run the call; the model is told it was rejected, and why."""
+
+    message: str = ""
+    kind: Literal["reject"] = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Do not run the call; `message` is its result, as if the tool had said it."""
+
+    message: str
+    kind: Literal["respond"] = "respond"
+
+
+Decision: TypeAlias = Approve | Edit | Reject | Respond
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """A tool call waiting for a decision, and the decisions allowed for it."""
+
+    call_id: str
+    tool: str
+    args: Mapping[str, Any] | str
+    allowed: tuple[DecisionKind, ...]
+
+
+def approval_rules(
+    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None,
+    tool_names: Sequence[str],
+) -> dict[str, tuple[DecisionKind, ...]]:
+    """`interrupt_on` checked and normalized: tool name -> the decisions allowed."""
+    rules: dict[str, tuple[DecisionKind, ...]] = {}
+    for name, config in (interrupt_on or {}).items():
+        if name not in tool_names:
+            known = ", ".join(sorted(tool_names)) or "none"
+            raise ConfigurationError(
+                f"interrupt_on names {name!r}, which is not a tool of this agent (tools: {known})"
+            )
+        if config is False:
+            continue
+        if config is True:
+            rules[name] = DECISIONS
+            continue
+        allow = config.get("allow") if isinstance(config, Mapping) else None
+        if isinstance(allow, str) or not isinstance(allow, Sequence) or not allow:
+            raise ConfigurationError(
+                f"interrupt_on[{name!r}] must be True, False or {{'allow': [decisions]}}, "
+                f"got {config!r}"
+            )
+        unknown = [a for a in allow if a not in DECISIONS]
+        if unknown:
+            raise ConfigurationError(
+                f"interrupt_on[{name!r}] allows unknown decisions {unknown}; "
+                f"choose from {list(DECISIONS)}"
+            )
+        rules[name] = tuple(d for d in DECISIONS if d in allow)
+    return rules
+
+
+def decision_to_json(decision: Decision) -> dict[str, Any]:
+    if isinstance(decision, Edit):
+        return {"kind": "edit", "args": dict(decision.args)}
+    if isinstance(decision, Reject | Respond):
+        return {"kind": decision.kind, "message": decision.message}
+    return {"kind": "approve"}
+
+
+def decision_from_json(data: Mapping[str, Any]) -> Decision:
+    kind = data["kind"]
+    if kind == "edit":
+        return Edit(data["args"])
+    if kind == "reject":
+        return Reject(data["message"])
+    if kind == "respond":
+        return Respond(data["message"])
+    return Approve()
+
+
+def match_decisions(
+    requests: Sequence[Mapping[str, Any]],
+    decisions: Sequence[Decision] | Mapping[str, Decision] | None,
+) -> dict[str, dict[str, Any]]:
+    """`decisions` (in the order of `requests`, or by call id) as JSON by call id, after
+    checking that they answer every request, and only with decisions it allows."""
+    waiting = {r["call_id"]: r for r in requests}
+    listing = ", ".join(f"{r['tool']} ({r['call_id']})" for r in requests)
+    if decisions is None:
+        raise ConfigurationError(
+            f"{len(requests)} call(s) wait for a decision: {listing}; pass decisions=[...]"
+        )
+    if isinstance(decisions, Mapping):
+        unknown = [k for k in decisions if k not in waiting]
+        if unknown:
+            raise ConfigurationError(
+                f"decisions name calls that are not waiting: {unknown}; waiting: {listing}"
+            )
+        by_id = dict(decisions)
+    elif isinstance(decisions, str | bytes) or len(decisions) != len(requests):
+        got = "a string" if isinstance(decisions, str | bytes) else len(decisions)
+        raise ConfigurationError(
+            f"{len(requests)} call(s) wait for a decision ({listing}), got {got} decisions"
+        )
+    else:
+        by_id = {r["call_id"]: d for r, d in zip(requests, decisions, strict=True)}
+    missing = [k for k in waiting if k not in by_id]
+    if missing:
+        raise ConfigurationError(f"no decision for the waiting call(s) {missing}")
+    return {k: _checked(d, waiting[k]) for k, d in by_id.items()}
+
+
+def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(decision, Approve | Edit | Reject | Respond):
+        raise ConfigurationError(
+            "a decision is Approve(), Edit(args=...), Reject(message=...) or "
+            f"Respond(message=...), got {decision!r}"
+        )
+    if decision.kind not in request["allowed"]:
+        raise ConfigurationError(
+            f"{decision.kind!r} is not allowed for {request['tool']} ({request['call_id']}); "
+            f"allowed: {list(request['allowed'])}"
+        )
+    if isinstance(decision, Edit) and not isinstance(decision.args, Mapping):
+        raise ConfigurationError(f"Edit args must be a mapping, got {decision.args!r}")
+    return decision_to_json(decision)

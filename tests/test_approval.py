@@ -1,0 +1,206 @@
+"""Human approval: interrupt, decide (approve, edit, reject, respond), resume anywhere."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether import (
+    Approve,
+    ConfigurationError,
+    Edit,
+    Reject,
+    Respond,
+    create_agent,
+)
+from tether.backends import Rule
+from tether.events import ApprovalRequested
+from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
+from tether.models import FunctionModel, ModelRequest, ScriptedModel
+from tether.models.scripted import Turn
+
+WRITES = [
+    ToolCall("write_file", {"file_path": "/a.md", "content": "A"}, id="w1"),
+    ToolCall("write_file", {"file_path": "/b.md", "content": "B"}, id="w2"),
+    ToolCall("write_file", {"file_path": "/c.md", "content": "C"}, id="w3"),
+    ToolCall("write_file", {"file_path": "/d.md", "content": "D"}, id="w4"),
+    ToolCall("ls", {"path": "/"}, id="l1"),
+]
+
+
+def four_writes(request: ModelRequest) -> Turn:
+    if not any(isinstance(m, ToolResultMessage) for m in request.messages):
+        return list(WRITES)
+    return "finished"
+
+
+def results_of(messages: object) -> dict[str, tuple[str, bool]]:
+    return {
+        r.call_id: (r.text, r.is_error)
+        for m in messages  # type: ignore[attr-defined]
+        if isinstance(m, ToolResultMessage)
+        for r in m.results
+    }
+
+
+def agent_for(url: str, **kwargs: object) -> object:
+    return create_agent(
+        FunctionModel(four_writes),
+        checkpointer=url,
+        interrupt_on={"write_file": True},
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_parallel_calls_are_decided_together_and_each_decision_applies(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    first = agent_for(url).run("Write the files.", thread_id="t")  # type: ignore[attr-defined]
+
+    assert first.stop_reason == "interrupted"
+    assert [r.call_id for r in first.interrupts] == ["w1", "w2", "w3", "w4"]
+    assert first.interrupts[0].tool == "write_file"
+    assert first.interrupts[0].args == {"file_path": "/a.md", "content": "A"}
+    assert first.interrupts[0].allowed == ("approve", "edit", "reject", "respond")
+    assert first.files == {}  # nothing ran, not even the ls beside them
+
+    later = agent_for(url)  # another agent object: the state is in the thread alone
+    result = later.resume(  # type: ignore[attr-defined]
+        "t",
+        decisions=[
+            Approve(),
+            Edit(args={"file_path": "/b2.md", "content": "B edited"}),
+            Reject(message="not that one"),
+            Respond(message="Pretend it was written."),
+        ],
+    )
+    assert result.output == "finished"
+    assert result.files == {"/a.md": b"A", "/b2.md": b"B edited"}
+    answers = results_of(result.messages)
+    assert answers["w1"] == ("Wrote 1 bytes to /a.md.", False)
+    assert answers["w2"] == ("Wrote 8 bytes to /b2.md.", False)
+    assert answers["w3"][1]
+    assert answers["w3"][0].startswith("Rejected by the user: not that one.")
+    assert answers["w4"] == ("Pretend it was written.", False)
+    assert not answers["l1"][1]
+    # The history shows the call that ran, not the one the model first made.
+    calls = [c for m in result.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert calls[1].args == {"file_path": "/b2.md", "content": "B edited"}
+
+
+def test_an_edit_cannot_bypass_a_deny_rule_or_the_argument_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = agent_for(url, permissions=[Rule({"write"}, ["/secrets/**"], "deny")])
+    agent.run("go", thread_id="t")  # type: ignore[attr-defined]
+    result = agent.resume(  # type: ignore[attr-defined]
+        "t",
+        decisions={
+            "w1": Edit(args={"file_path": "/secrets/key", "content": "x"}),
+            "w2": Edit(args={"file_path": "/b.md"}),  # content missing
+            "w3": Approve(),
+            "w4": Approve(),
+        },
+    )
+    answers = results_of(result.messages)
+    assert answers["w1"][1]
+    assert "Permission denied" in answers["w1"][0]
+    assert answers["w2"][1]
+    assert "content" in answers["w2"][0]
+    assert "/secrets/key" not in result.files
+
+
+def test_decisions_that_do_not_fit_are_clear_errors(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = create_agent(
+        FunctionModel(four_writes),
+        checkpointer=url,
+        interrupt_on={"write_file": {"allow": ["approve", "reject"]}},
+    )
+    agent.run("go", thread_id="t")
+    with pytest.raises(ConfigurationError, match="4 call\\(s\\) wait for a decision"):
+        agent.resume("t", decisions=[Approve()])
+    with pytest.raises(ConfigurationError, match="not waiting: \\['nope'\\]"):
+        agent.resume("t", decisions={"nope": Approve()})
+    with pytest.raises(ConfigurationError, match="'edit' is not allowed"):
+        agent.resume("t", decisions=[Edit(args={}), Approve(), Approve(), Approve()])
+    with pytest.raises(ConfigurationError, match="pass decisions"):
+        agent.resume("t")
+    with pytest.raises(ConfigurationError, match="a decision is Approve"):
+        agent.resume("t", decisions=["yes", "yes", "yes", "yes"])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="unfinished run"):
+        agent.run("start over", thread_id="t")
+    # The thread still waits, untouched by the refused attempts.
+    done = agent.resume("t", decisions=[Approve(), Approve(), Reject(), Approve()])
+    assert done.output == "finished"
+    with pytest.raises(ConfigurationError, match="nothing to resume"):
+        agent.resume("t", decisions=[Approve()])
+
+
+def test_bad_interrupt_on_configuration_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    with pytest.raises(ConfigurationError, match="not a tool of this agent"):
+        create_agent(ScriptedModel(["x"]), checkpointer=url, interrupt_on={"rm": True})
+    with pytest.raises(ConfigurationError, match="unknown decisions \\['maybe'\\]"):
+        create_agent(
+            ScriptedModel(["x"]),
+            checkpointer=url,
+            interrupt_on={"write_file": {"allow": ["maybe"]}},
+        )
+    with pytest.raises(ConfigurationError, match="needs a checkpointer"):
+        create_agent(ScriptedModel(["x"]), checkpointer=None, interrupt_on={"write_file": True})
+
+
+async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = agent_for(url)
+    events = [e async for e in agent.stream("go")]  # type: ignore[attr-defined]
+    (asked,) = [e for e in events if isinstance(e, ApprovalRequested)]
+    assert [r.call_id for r in asked.requests] == ["w1", "w2", "w3", "w4"]
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.stop_reason == "interrupted"
+    assert result.thread_id is not None
+    assert "## Approval" in agent._plan.system_prompt  # type: ignore[attr-defined]
+
+
+SCRIPT = """
+import sys
+from tether import Approve, Edit, Reject, create_agent
+from tether.messages import ToolCall, ToolResultMessage
+from tether.models import FunctionModel
+
+def turn(request):
+    if not any(isinstance(m, ToolResultMessage) for m in request.messages):
+        return [ToolCall("write_file", {"file_path": "/x.md", "content": "1"}, id="w1"),
+                ToolCall("write_file", {"file_path": "/y.md", "content": "2"}, id="w2")]
+    return "done"
+
+agent = create_agent(FunctionModel(turn), checkpointer=sys.argv[1],
+                     interrupt_on={"write_file": True})
+if sys.argv[2] == "start":
+    result = agent.run("go", thread_id="shared")
+    print(result.stop_reason, [r.call_id for r in result.interrupts])
+else:
+    result = agent.resume("shared", decisions=[Approve(), Edit(args={"file_path": "/z.md",
+                                                                     "content": "3"})])
+    print(result.output, sorted(result.files))
+"""
+
+
+def test_a_decision_is_made_in_another_process(tmp_path: Path) -> None:
+    script = tmp_path / "approve.py"
+    script.write_text(SCRIPT)
+    url = f"sqlite:///{tmp_path}/runs.db"
+
+    def run(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script), url, mode], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert run("start") == "interrupted ['w1', 'w2']"
+    assert run("resume") == "done ['/x.md', '/z.md']"
