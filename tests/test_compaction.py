@@ -268,3 +268,21 @@ def test_a_repaired_history_stays_paired_through_compaction() -> None:
     assert watcher.broken_pairs == 0
     assert pairs_intact(result.messages)
     assert watcher.largest <= 6_000
+
+
+def test_runs_of_one_thread_keep_their_histories_side_by_side(tmp_path: object) -> None:
+    watcher = Watcher(fetch_pages(40))
+    model = FunctionModel(watcher, profile=ModelProfile(max_input_tokens=6_000))
+    agent = create_agent(
+        model,
+        tools=[fetch],
+        limits=Limits(max_steps=None),
+        checkpointer=f"sqlite:///{tmp_path}/r.db",
+    )
+    agent.run("first", thread_id="t")
+    watcher.steps = 0  # the second run fetches its forty pages again
+    result = agent.run("second", thread_id="t")
+    files = sorted(p for p in result.files if p.startswith("/conversation_history/t/"))
+    assert len(files) >= 2
+    assert files == [f"/conversation_history/t/{n}.md" for n in range(1, len(files) + 1)]
+    assert "## User\n\nfirst" in result.files[files[0]].decode()

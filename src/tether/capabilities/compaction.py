@@ -10,6 +10,7 @@ only if the one before did not bring the context back under the trigger:
 2. Summarization: the older messages are written in full to
    `/conversation_history/<run>/<n>.md`, then replaced by a structured summary the
    model writes, keeping the most recent `keep` (10%) of the window verbatim.
+   (`<run>` is the thread id when the run belongs to a thread.)
    A summary that fails or runs too long becomes a plain marker instead (truncation).
 3. A hard guard: while the request would still pass the window, the oldest kept
    exchanges are dropped, and at last the largest remaining texts are cut.
@@ -212,7 +213,7 @@ class ContextCompaction(Capability):
             meter.recount()
             tokens, how = meter.tokens(messages), "offload"
         if tokens > window.trigger and cut > 0:
-            history = await self._save_history(state, meter, messages[:cut])
+            history = await self._save_history(state, messages[:cut])
             head, how = await self._head(state, meter, window, messages[:cut], history)
             messages[:] = [head, *messages[cut:]]
             meter.recount()
@@ -227,14 +228,17 @@ class ContextCompaction(Capability):
         meter.compactions += 1
         state.emit(Compacted(state.path, how, before, tokens, history))
 
-    async def _save_history(
-        self, state: RunState, meter: _Meter, old: Sequence[Message]
-    ) -> str | None:
+    async def _save_history(self, state: RunState, old: Sequence[Message]) -> str | None:
         """Writes the messages about to be replaced in full; their path, or None."""
         backend = state.backend
         if backend is None:
             return None
-        path = f"{HISTORY_DIR}/{state.run_id}/{meter.compactions + 1}.md"
+        folder = f"{HISTORY_DIR}/{state.thread_id or state.run_id}"
+        try:
+            number = len(await backend.ls(folder)) + 1  # a thread's runs share the folder
+        except BackendError:
+            number = 1
+        path = f"{folder}/{number}.md"
         try:
             await backend.write(path, render_transcript(old).encode())
         except BackendError:
