@@ -30,8 +30,10 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-deps:
 	@command -v rg >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq ripgrep >/dev/null; }
 
+# The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
+# and prepares one when needed, and prints its URL.
 unit: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+	TETHER_TEST_POSTGRES="$$(scripts/postgres-for-tests.sh)" $(BIN)/python -m pytest -q
 
 test: lint typecheck unit
 

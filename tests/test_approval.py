@@ -55,8 +55,8 @@ def agent_for(url: str, **kwargs: object) -> object:
     )
 
 
-def test_parallel_calls_are_decided_together_and_each_decision_applies(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/runs.db"
+def test_parallel_calls_are_decided_together_and_each_decision_applies(store_url: str) -> None:
+    url = store_url
     first = agent_for(url).run("Write the files.", thread_id="t")  # type: ignore[attr-defined]
 
     assert first.stop_reason == "interrupted"

@@ -21,7 +21,7 @@ def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/runs.db"
 
 
-def test_a_thread_continues_its_conversation_files_and_todos(tmp_path: Path) -> None:
+def test_a_thread_continues_its_conversation_files_and_todos(store_url: str) -> None:
     model = ScriptedModel(
         [
             [ToolCall("write_file", {"file_path": "/notes.md", "content": "tabs"})],
@@ -31,7 +31,7 @@ def test_a_thread_continues_its_conversation_files_and_todos(tmp_path: Path) -> 
             "You like tabs.",
         ]
     )
-    agent = create_agent(model, checkpointer=db(tmp_path))
+    agent = create_agent(model, checkpointer=store_url)
     first = agent.run("I like tabs.", thread_id="chat-1")
     assert first.thread_id == "chat-1"
     second = agent.run("What do I like?", thread_id="chat-1")
@@ -42,12 +42,12 @@ def test_a_thread_continues_its_conversation_files_and_todos(tmp_path: Path) -> 
     assert second.todos == first.todos
     assert len(second.new_messages()) == 4
     # A new agent object over the same file sees the same thread.
-    again = create_agent(ScriptedModel(["x"]), checkpointer=db(tmp_path))
+    again = create_agent(ScriptedModel(["x"]), checkpointer=store_url)
     assert again.history("chat-1") == list(second.messages)
 
 
-def test_threads_can_be_listed_and_deleted(tmp_path: Path) -> None:
-    agent = create_agent(ScriptedModel(["a", "b", "c"]), checkpointer=db(tmp_path))
+def test_threads_can_be_listed_and_deleted(store_url: str) -> None:
+    agent = create_agent(ScriptedModel(["a", "b", "c"]), checkpointer=store_url)
     for thread in ("t1", "t2", "t1"):
         agent.run("hi", thread_id=thread)
     listed = agent.threads()
@@ -107,9 +107,9 @@ def steps(request: ModelRequest) -> Turn:
     return "counted to 5"
 
 
-def test_a_killed_run_resumes_without_running_a_finished_call_again(tmp_path: Path) -> None:
+def test_a_killed_run_resumes_without_running_a_finished_call_again(store_url: str) -> None:
     log: list[str] = []
-    url = db(tmp_path)
+    url = store_url
     crashing = create_agent(FunctionModel(steps), tools=[counting_tool(log, 3)], checkpointer=url)
     with pytest.raises(Crash):
         crashing.run("count", thread_id="job")
@@ -173,8 +173,8 @@ def test_a_run_killed_during_the_model_call_resumes_from_the_last_step(tmp_path:
     assert result.output == "counted to 5"
 
 
-async def test_two_hundred_runs_share_one_sqlite_file(tmp_path: Path) -> None:
-    url = db(tmp_path)
+async def test_two_hundred_runs_share_one_database(store_url: str) -> None:
+    url = store_url
     agent = create_agent(
         FunctionModel(steps),
         tools=[counting_tool([], None)],
@@ -195,16 +195,17 @@ def test_the_schema_is_versioned_and_a_newer_one_is_refused(tmp_path: Path) -> N
     path = tmp_path / "runs.db"
     asyncio.run(SqliteCheckpointer(path).append("t", [{"t": "x"}]))
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        version = raw.execute("SELECT version FROM tether_schema WHERE component = 'checkpoint'")
+        assert version.fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        raw.execute("UPDATE tether_schema SET version = version + 1")
     with pytest.raises(ConfigurationError, match="newer than this tether understands"):
         asyncio.run(SqliteCheckpointer(path).load("t"))
 
 
-def test_a_finished_call_beside_one_that_died_is_not_run_again(tmp_path: Path) -> None:
+def test_a_finished_call_beside_one_that_died_is_not_run_again(store_url: str) -> None:
     log: list[str] = []
-    url = db(tmp_path)
+    url = store_url
 
     def make(crash_on: str | None) -> object:
         @tool

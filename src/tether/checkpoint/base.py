@@ -67,9 +67,9 @@ def open_checkpointer(url: str) -> Checkpointer:
             raise ConfigurationError(f"no database path in {url!r}; try sqlite:///.tether/runs.db")
         return SqliteCheckpointer(path)
     if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigurationError(
-            "the Postgres checkpointer is not in this release yet; use sqlite:///path.db"
-        )
+        from tether.checkpoint.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(url)
     raise ConfigurationError(
         f"unknown checkpointer URL {url!r}: use sqlite:///path.db or postgresql://..."
     )

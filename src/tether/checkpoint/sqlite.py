@@ -1,4 +1,4 @@
-"""The embedded checkpointer: one SQLite file in WAL mode.
+"""The embedded checkpointer: thread logs in one SQLite file in WAL mode.
 
 One connection per checkpointer, used from worker threads under a lock, serves any
 number of runs in a process; WAL mode and a busy timeout let several processes share
@@ -7,21 +7,16 @@ the file. Each `append` is one `BEGIN IMMEDIATE` transaction.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
+from tether._sqlite import SqliteDatabase, transaction
 from tether.checkpoint.base import Record, ThreadInfo
-from tether.errors import ConfigurationError
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer"]
-
-T = TypeVar("T")
 
 # Each entry moves the schema from version i to i + 1; never edit one that has shipped.
 _MIGRATIONS = (
@@ -32,7 +27,7 @@ _MIGRATIONS = (
         created REAL NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (thread_id, seq)
-    );
+    )
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -42,20 +37,18 @@ class SqliteCheckpointer:
     """Thread logs in the SQLite database at `path` (created with its directory)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 30.0) -> None:
-        self.path = str(path)
-        self.busy_timeout_seconds = busy_timeout_seconds
-        self._connection: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self.db = SqliteDatabase(
+            path, "checkpoint", _MIGRATIONS, busy_timeout_seconds=busy_timeout_seconds
+        )
 
     def __repr__(self) -> str:
-        return f"SqliteCheckpointer({self.path!r})"
+        return f"SqliteCheckpointer({self.db.path!r})"
 
     async def append(self, thread_id: str, records: Sequence[Record]) -> None:
         bodies = [json.dumps(record, separators=(",", ":")) for record in records]
 
         def write(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(db):
                 (last,) = db.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM tether_records WHERE thread_id = ?",
                     (thread_id,),
@@ -66,12 +59,8 @@ class SqliteCheckpointer:
                     "VALUES (?, ?, ?, ?)",
                     [(thread_id, last + i, now, body) for i, body in enumerate(bodies, 1)],
                 )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
-        await self._run(write)
+        await self.db.run(write)
 
     async def load(self, thread_id: str) -> list[Record]:
         def read(db: sqlite3.Connection) -> list[Record]:
@@ -80,7 +69,7 @@ class SqliteCheckpointer:
             ).fetchall()
             return [json.loads(body) for (body,) in rows]
 
-        return await self._run(read)
+        return await self.db.run(read)
 
     async def threads(self) -> list[ThreadInfo]:
         def read(db: sqlite3.Connection) -> list[ThreadInfo]:
@@ -90,63 +79,15 @@ class SqliteCheckpointer:
             ).fetchall()
             return [ThreadInfo(*row) for row in rows]
 
-        return await self._run(read)
+        return await self.db.run(read)
 
     async def delete(self, thread_id: str) -> bool:
         def remove(db: sqlite3.Connection) -> bool:
-            with db:
+            with transaction(db):
                 cursor = db.execute("DELETE FROM tether_records WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount > 0
 
-        return await self._run(remove)
+        return await self.db.run(remove)
 
     async def close(self) -> None:
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                return work(self._connect())
-
-        return await asyncio.to_thread(locked)
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._connection is not None:
-            return self._connection
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout_seconds,
-            isolation_level=None,  # transactions are explicit
-            check_same_thread=False,  # used from worker threads, one at a time
-        )
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process
-        _migrate(db)
-        self._connection = db
-        return db
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    """Bring the schema to `SCHEMA_VERSION`, one migration per transaction."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        (version,) = db.execute("PRAGMA user_version").fetchone()
-        if version > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"the checkpoint database has schema version {version}, newer than this "
-                f"tether understands ({SCHEMA_VERSION}); upgrade tether"
-            )
-        for number in range(version, SCHEMA_VERSION):
-            for statement in _MIGRATIONS[number].split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.execute(f"PRAGMA user_version = {number + 1}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+        self.db.close()
