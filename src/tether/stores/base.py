@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Namespace", "Store", "StoreItem"]
+__all__ = ["Namespace", "Store", "StoreItem", "namespace_key"]
 
 Namespace = tuple[str, ...]
+
+
+def namespace_key(namespace: Namespace) -> str:
+    """A namespace as one exact string, for stores keyed by text: its parts as JSON."""
+    return json.dumps(list(namespace))
 
 
 @dataclass(frozen=True, slots=True)
