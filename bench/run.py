@@ -94,6 +94,24 @@ def search(files: int, repeat: int) -> dict[str, Any]:
         return out
 
 
+def checkpoints(steps: int, repeat: int) -> dict[str, Any]:
+    """tether's own cost of recording every step, in SQLite and (when a server is set up
+    by scripts/postgres-for-tests.sh) in Postgres."""
+    out = {"sqlite": scenario("tether", "checkpoint", steps=steps, repeat=repeat, url="sqlite")}
+    found = subprocess.run(
+        [str(HERE.parent / "scripts" / "postgres-for-tests.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode == 0:
+        url = found.stdout.strip().splitlines()[-1]
+        out["postgres"] = scenario("tether", "checkpoint", steps=steps, repeat=repeat, url=url)
+    else:
+        out["postgres"] = {"unavailable": f"no Postgres server: {found.stderr.strip()[-200:]}"}
+    return out
+
+
 def versions() -> dict[str, str]:
     probe = (
         "import importlib.metadata as m, json, sys; "
@@ -157,6 +175,7 @@ def main() -> None:
     runs["concurrency"] = both("concurrency", floor=True, agents=agents, steps=5)
     runs["task"] = both("task", repeat=5)
     runs["search"] = search(2_000 if quick else 20_000, 3)
+    runs["checkpoint"] = checkpoints(100 if quick else 500, 2 if quick else 3)
     results["runs"] = runs
     results["seconds"] = round(time.perf_counter() - started, 1)
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -236,6 +255,7 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
         )
     if missing:
         lines += ["", "Not measured (—): " + " ".join(missing)]
+    lines += ["", *checkpoint_table(runs.get("checkpoint", {}))]
     prompt = runs["prompt"]
     lines += ["", *prompt_table(prompt), ""]
     lines += [
@@ -273,6 +293,27 @@ def prompt_table(prompt: dict[str, Any]) -> list[str]:
         f"| estimated tokens (characters ÷ 4) | {total_ours / 4:,.0f} | {total_theirs / 4:,.0f} |"
     )
     lines.append(f"| deepagents ÷ tether | | {total_theirs / total_ours:.1f}x |")
+    return lines
+
+
+def checkpoint_table(rows: dict[str, Any]) -> list[str]:
+    """What recording every step in a thread costs tether, per step and as a share."""
+    lines = [
+        "tether's crash-safe threads: harness time per step of a run recorded in a thread, "
+        "against the same run unrecorded (measured in the same process):",
+        "",
+        "| checkpointer | recorded (µs/step) | unrecorded (µs/step) | cost per step (µs) | share |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    for name, row in rows.items():
+        if "unavailable" in row:
+            lines.append(f"| {name} | — | — | — | {row['unavailable']} |")
+            continue
+        ours, plain = row["us_per_step"], row["plain_us_per_step"]
+        lines.append(
+            f"| {name} | {fmt(ours, '')} | {fmt(plain, '')} | {fmt(ours - plain, '')} "
+            f"| {(ours - plain) / ours:.0%} |"
+        )
     return lines
 
 

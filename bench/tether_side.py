@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -61,19 +62,23 @@ class ScriptModel:
         yield await self.request(request)
 
 
-def _agent(model: ScriptModel, backend: Any = None) -> Any:
+def _agent(model: ScriptModel, backend: Any = None, checkpointer: str | None = None) -> Any:
     from tether import Limits, create_agent, tool
 
     return create_agent(
-        model, tools=[tool(scenarios.add)], backend=backend, limits=Limits(max_steps=None)
+        model,
+        tools=[tool(scenarios.add)],
+        backend=backend,
+        limits=Limits(max_steps=None),
+        checkpointer=checkpointer,
     )
 
 
-async def _run(agent: Any, clock: ModelClock, task: str) -> Run:
+async def _run(agent: Any, clock: ModelClock, task: str, thread_id: str | None = None) -> Run:
     from tether.messages import ToolResultMessage
 
     started = time.perf_counter()
-    result = await agent.arun(task)
+    result = await agent.arun(task, thread_id=thread_id)
     wall = time.perf_counter() - started
     tool_texts = [
         r.text for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results
@@ -97,6 +102,28 @@ def _fresh_run(task: str, backend: Any = None) -> Run:
 
 def _count(steps: int) -> Run:
     return _fresh_run(f"count {steps}")
+
+
+def _checkpoint(steps: int, repeat: int, url: str) -> dict[str, Any]:
+    """Harness time per step of runs recorded in a thread at `url` ("sqlite" for a new
+    file), next to the same runs unrecorded."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if url == "sqlite":
+            url = f"sqlite:///{tmp}/bench.db"
+        agent_number = iter(range(1_000_000))
+
+        def recorded(steps: int) -> Run:
+            clock = ModelClock()
+            agent = _agent(ScriptModel(clock), checkpointer=url)
+            thread = f"bench-{time.time_ns()}-{next(agent_number)}"
+            return asyncio.run(_run(agent, clock, f"count {steps}", thread))
+
+        with_checkpoints = scenarios.steps_scenario(recorded, steps, repeat)
+    without = scenarios.steps_scenario(_count, steps, repeat)
+    return {
+        "us_per_step": with_checkpoints["us_per_step"],
+        "plain_us_per_step": without["us_per_step"],
+    }
 
 
 def _construction(repeat: int) -> dict[str, Any]:
@@ -153,6 +180,7 @@ SIDE = {
     "memory": lambda steps: scenarios.memory_scenario(_count, steps),
     "concurrency": lambda agents, steps: scenarios.concurrency_scenario(_many, agents, steps),
     "search": _search,
+    "checkpoint": _checkpoint,
     "task": lambda repeat: scenarios.task_scenario(_fresh_run, repeat),
 }
 

@@ -204,8 +204,6 @@ class _Run:
         request = await self._prepare_request()
         response = await self._call_model(request)
         self._record(response)
-        if self.journal is not None:  # the calls are on record before any of them runs
-            await self.journal.sync(self.state)
         calls = response.message.tool_calls
         if calls:
             await self._handle_calls(calls, cut_off=response.finish_reason == "length")
@@ -489,7 +487,7 @@ class _Run:
         if not indexes:
             return
         if self.journal is not None:
-            await self.journal.started([calls[i].id for i in indexes])
+            await self.journal.started(self.state, [calls[i].id for i in indexes])
         if len(indexes) == 1:  # the common case needs no task of its own
             (i,) = indexes
             try:

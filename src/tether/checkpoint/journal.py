@@ -5,9 +5,10 @@ Records, in the order a run writes them:
 - "run": a run began; `start` is where its messages begin in the thread.
 - "sync": the messages added since the last sync ("append") or all of them after a
   rewrite such as a compaction ("messages"), the state backend files that changed,
-  the todo list if it changed, and the run's usage, cost and steps so far. Written after
-  every model response, so the assistant's tool calls are on record before they run.
-- "started": the ids of the tool calls about to run.
+  the todo list if it changed, and the run's usage, cost and steps so far.
+- "started": the ids of the tool calls about to run, written with a sync in one append,
+  so the assistant message that made the calls is on record before any of them runs.
+  (A run killed before that point resumes by asking the model again.)
 - "result": one finished tool call's result, written before the next model call.
 - "interrupt": calls waiting for a human decision; "end": the run's stop reason.
 
@@ -64,11 +65,11 @@ class Journal:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
         await self.checkpointer.append(self.thread_id, [record, self._sync(state)])
 
-    async def sync(self, state: RunState) -> None:
-        await self.checkpointer.append(self.thread_id, [self._sync(state)])
-
-    async def started(self, call_ids: Sequence[str]) -> None:
-        await self.checkpointer.append(self.thread_id, [{"t": "started", "ids": list(call_ids)}])
+    async def started(self, state: RunState, call_ids: Sequence[str]) -> None:
+        """Record the calls about to run, with everything since the last record (the
+        assistant message that made them, first of all) in the same write."""
+        records = [self._sync(state), {"t": "started", "ids": list(call_ids)}]
+        await self.checkpointer.append(self.thread_id, records)
 
     async def result(self, result: ToolResult) -> None:
         body = _results().dump_python(result, mode="json")
