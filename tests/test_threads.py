@@ -237,3 +237,48 @@ def test_a_finished_call_beside_one_that_died_is_not_run_again(store_url: str) -
     assert answers.results[0].text == "fast done"
     assert answers.results[1].text.startswith("Interrupted")
     assert result.output == "both handled"
+
+
+MANY = """
+import asyncio, sys
+from tether import create_agent, tool
+from tether.messages import ToolCall, ToolResultMessage
+from tether.models import FunctionModel
+
+@tool
+async def bump(n: int) -> str:
+    "Count one."
+    return f"bumped {n}"
+
+def step(request):
+    done = sum(1 for m in request.messages if isinstance(m, ToolResultMessage))
+    return [ToolCall("bump", {"n": done})] if done < 5 else "counted to 5"
+
+async def main():
+    agent = create_agent(FunctionModel(step), tools=[bump], checkpointer=sys.argv[1])
+    runs = [agent.arun("go", thread_id=f"p{sys.argv[2]}-{i}") for i in range(25)]
+    results = await asyncio.gather(*runs)
+    assert all(r.output == "counted to 5" for r in results)
+
+asyncio.run(main())
+"""
+
+
+def test_several_processes_write_one_sqlite_file_at_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "many.py"
+    script.write_text(MANY)
+    url = db(tmp_path)
+    workers = [
+        subprocess.Popen([sys.executable, str(script), url, str(n)], stderr=subprocess.PIPE)
+        for n in range(4)
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err.decode()
+    agent = create_agent(ScriptedModel(["x"]), checkpointer=url)
+    threads = agent.threads()
+    assert len(threads) == 100
+    assert all(len(agent.history(t.thread_id)) == 12 for t in threads[:10])
