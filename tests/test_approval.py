@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,54 @@ def test_a_decision_is_made_in_another_process(tmp_path: Path) -> None:
 
     assert run("start") == "interrupted ['w1', 'w2']"
     assert run("resume") == "done ['/x.md', '/z.md']"
+
+
+class Crash(BaseException):
+    """Stands for the process dying in the middle of a resumed run."""
+
+
+def test_decisions_survive_a_crash_of_the_run_that_applies_them(tmp_path: Path) -> None:
+    from tether import tool
+
+    url = f"sqlite:///{tmp_path}/runs.db"
+    ran: list[str] = []
+
+    def make(crash: bool) -> object:
+        @tool
+        def deploy(target: str) -> str:
+            """Deploy to a target."""
+            ran.append(target)
+            if crash and target == "prod":
+                time.sleep(0.1)  # staging finishes, and is recorded, first
+                raise Crash
+            return f"deployed {target}"
+
+        return deploy
+
+    def turn(request: ModelRequest) -> Turn:
+        if not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return [
+                ToolCall("deploy", {"target": "staging"}, id="d1"),
+                ToolCall("deploy", {"target": "prod"}, id="d2"),
+            ]
+        return "deployed what was approved"
+
+    def agent(crash: bool) -> object:
+        return create_agent(
+            FunctionModel(turn),
+            tools=[make(crash)],
+            checkpointer=url,
+            interrupt_on={"deploy": True},
+        )
+
+    agent(False).run("ship", thread_id="t")  # type: ignore[attr-defined]
+    with pytest.raises(Crash):
+        agent(True).resume(  # type: ignore[attr-defined]
+            "t", decisions=[Approve(), Edit(args={"target": "prod"})]
+        )
+    result = agent(False).resume("t")  # type: ignore[attr-defined]  # no decisions again
+    assert result.output == "deployed what was approved"
+    assert sorted(ran) == ["prod", "staging"]  # nothing ran twice
+    answers = results_of(result.messages)
+    assert answers["d1"] == ("deployed staging", False)
+    assert answers["d2"][0].startswith("Interrupted")
