@@ -35,3 +35,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/runs.db"
     return postgres_url()
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing after it runs, nothing catches it."""

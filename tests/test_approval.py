@@ -23,6 +23,8 @@ from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
 
+from .conftest import Crash
+
 WRITES = [
     ToolCall("write_file", {"file_path": "/a.md", "content": "A"}, id="w1"),
     ToolCall("write_file", {"file_path": "/b.md", "content": "B"}, id="w2"),
@@ -205,10 +207,6 @@ def test_a_decision_is_made_in_another_process(tmp_path: Path) -> None:
 
     assert run("start") == "interrupted ['w1', 'w2']"
     assert run("resume") == "done ['/x.md', '/z.md']"
-
-
-class Crash(BaseException):
-    """Stands for the process dying in the middle of a resumed run."""
 
 
 def test_decisions_survive_a_crash_of_the_run_that_applies_them(tmp_path: Path) -> None:

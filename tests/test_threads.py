@@ -16,6 +16,8 @@ from tether.messages import ToolCall, ToolResultMessage, UserMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
 
+from .conftest import Crash
+
 
 def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/runs.db"
@@ -82,10 +84,6 @@ def test_runs_without_a_thread_write_nothing(
     monkeypatch.chdir(tmp_path)
     create_agent(ScriptedModel(["a"])).run("hi")
     assert not (tmp_path / ".tether").exists()
-
-
-class Crash(BaseException):
-    """Stands for the process dying: nothing after it runs, nothing catches it."""
 
 
 def counting_tool(log: list[str], crash_after: int | None) -> object:
