@@ -29,6 +29,7 @@ typecheck: $(STAMP)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-deps:
 	@command -v rg >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq ripgrep >/dev/null; }
+	@command -v bwrap >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap >/dev/null; }
 
 # The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
 # and prepares one when needed, and prints its URL.

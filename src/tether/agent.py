@@ -20,12 +20,14 @@ from tether.approval import (
 )
 from tether.backends.base import Backend
 from tether.backends.permissions import Policy, Rule
+from tether.backends.sandbox.base import SandboxBackend
 from tether.backends.state import StateBackend
 from tether.capabilities.base import Capability, overrides
 from tether.capabilities.compaction import Compaction, ContextCompaction
 from tether.capabilities.dangling import DanglingToolCallRepair
 from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
+from tether.capabilities.sandbox import CommandPolicy, Sandbox
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
@@ -339,6 +341,7 @@ def create_agent(
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
 ) -> Agent[OutputT]: ...
 
 
@@ -364,6 +367,7 @@ def create_agent(
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
 ) -> Agent[str]: ...
 
 
@@ -389,6 +393,7 @@ def create_agent(
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -401,7 +406,8 @@ def create_agent(
     The agent has the file tools over `backend` (default: a fresh `StateBackend` per
     run), behind `permissions` and `backend_policy`; tool results over
     `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
-    `filesystem=False` leaves the file tools out.
+    `filesystem=False` leaves the file tools out. A `SandboxBackend` (such as
+    `LocalSandbox`) adds the `execute` tool, whose commands `command_policy` may refuse.
 
     When the history nears the model's input window it is compacted (offloaded,
     summarized, truncated) as `compaction` says; None turns that off.
@@ -460,6 +466,7 @@ def create_agent(
             subagents=spec.subagents,
             general_purpose_subagent=False,
             compaction=compaction,
+            command_policy=command_policy,
         ),
     )
     price_book = PriceBook(prices, model=resolved)
@@ -472,11 +479,19 @@ def create_agent(
         offload = tool_token_limit_before_evict if filesystem else None
         context = (ContextCompaction(compaction, resolved, price_book, offload),)
     planning = (Todos(),) if todos else ()
+    if command_policy is not None and not isinstance(backend, SandboxBackend):
+        raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
+    shell = (
+        (Sandbox(backend, command_policy),)
+        if filesystem and isinstance(backend, SandboxBackend)
+        else ()
+    )
     all_capabilities = (
         DanglingToolCallRepair(),
         *context,
         *planning,
         *files,
+        *shell,
         *delegation,
         *capabilities,
     )

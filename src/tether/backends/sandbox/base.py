@@ -1,0 +1,44 @@
+"""The `SandboxBackend` protocol and what a command returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from tether.backends.base import Backend
+
+__all__ = ["ExecResult", "SandboxBackend"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """A finished command: its stdout and stderr interleaved, and how it ended.
+
+    `exit_code` is None when the command was killed (`timed_out`, or a resource limit).
+    `truncated` says `output` is only the start; `full_output` then names the file in
+    the sandbox that holds all of it.
+    """
+
+    output: str
+    exit_code: int | None
+    truncated: bool = False
+    timed_out: bool = False
+    full_output: str | None = None
+
+
+@runtime_checkable
+class SandboxBackend(Backend, Protocol):
+    """A backend whose files commands can work on. Paths are the backend's virtual paths;
+    commands start in the directory that is the backend's `/`."""
+
+    async def execute(self, command: str, *, timeout_seconds: float | None = None) -> ExecResult:
+        """Run `command` with a shell and wait for it, at most `timeout_seconds`."""
+        ...
+
+    async def upload(self, path: str, data: bytes) -> None:
+        """Put a file into the sandbox."""
+        ...
+
+    async def download(self, path: str) -> bytes:
+        """Take a file out of the sandbox."""
+        ...

@@ -1,0 +1,90 @@
+"""Code execution: the `execute` tool over a `SandboxBackend`, behind a command policy."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tether import prompts
+from tether.backends.sandbox.base import SandboxBackend
+from tether.capabilities.base import Capability
+from tether.errors import ConfigurationError, ToolError
+from tether.state import RunState, ToolContext
+from tether.tools.execute import COMMAND_RUNNER, execute_tool
+from tether.tools.tool import Tool
+
+__all__ = ["CommandPolicy", "Sandbox"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandPolicy:
+    """Which commands `execute` may run: none matching a `deny` regex, and, when `allow`
+    is given, only those matching an `allow` regex (both searched anywhere in the
+    command)."""
+
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    _compiled: tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            compiled = (
+                tuple(re.compile(p) for p in self.allow),
+                tuple(re.compile(p) for p in self.deny),
+            )
+        except re.error as exc:
+            raise ConfigurationError(f"CommandPolicy has a bad pattern: {exc}") from exc
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, command: str) -> str | None:
+        allow, deny = self._compiled
+        for pattern in deny:
+            if pattern.search(command):
+                return f"the command matches the denied pattern {pattern.pattern!r}"
+        if allow and not any(p.search(command) for p in allow):
+            return "the command matches none of the allowed patterns"
+        return None
+
+
+CommandCheck = Callable[[str], str | None]
+
+
+class Sandbox(Capability):
+    """Gives the agent `execute` on `backend`. `policy(command)` returns None to allow a
+    command, or the reason it is refused (the model sees the reason)."""
+
+    prompt_slot = "filesystem"
+
+    def __init__(self, backend: SandboxBackend, policy: CommandCheck | None = None) -> None:
+        if policy is not None and not callable(policy):
+            raise ConfigurationError(
+                f"command_policy must be a CommandPolicy or a callable, got {policy!r}"
+            )
+        self.backend = backend
+        self.policy = policy
+
+    def prompt(self) -> str:
+        network = getattr(self.backend, "network", None)
+        where = " It has no network access." if network is False else ""
+        return prompts.render("execute", network=where)
+
+    def tools(self) -> Sequence[Tool]:
+        return (execute_tool(),)
+
+    async def on_run_start(self, state: RunState) -> None:
+        state.data[COMMAND_RUNNER] = self.run
+
+    async def run(self, context: ToolContext, command: str, timeout_seconds: int) -> str:
+        if not command.strip():
+            raise ToolError("The command is empty.")
+        refusal = self.policy(command) if self.policy is not None else None
+        if refusal:
+            raise ToolError(f"Command refused: {refusal}.")
+        result = await self.backend.execute(command, timeout_seconds=timeout_seconds)
+        text = result.output.rstrip("\n")
+        if result.exit_code is None:
+            raise ToolError(f"{text}\n[the command did not finish]".lstrip("\n"))
+        return f"{text}\n[exit code {result.exit_code}]".lstrip("\n")
