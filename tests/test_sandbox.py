@@ -171,3 +171,15 @@ def _host_has(path: str, content: str | None = None) -> bool:
     if not found.exists():
         return False
     return content is None or found.read_text() == content
+
+
+def test_no_user_namespaces_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    with pytest.raises(ConfigurationError, match="No permissions to create new namespace"):
+        LocalSandbox(tmp_path / "ws")
