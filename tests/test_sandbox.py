@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -39,7 +38,7 @@ async def test_no_network(sandbox: LocalSandbox) -> None:
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
-    threading.Thread(target=server.accept, daemon=True).start()
+    # A listening socket completes connections into its backlog without accept().
     probe = (
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), "
         "timeout=2); print('connected')\""
