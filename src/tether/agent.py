@@ -111,6 +111,17 @@ class _Plan:
     after_model: tuple[Capability, ...]
     around_tool: tuple[Capability, ...]
     approvals: Mapping[str, tuple[DecisionKind, ...]]
+    run_prompt: tuple[Capability, ...] = ()
+    """Capabilities whose prompt section is worked out per run."""
+    custom_prompt: str | None = None
+    sections: tuple[tuple[Slot, str | None], ...] = ()
+    """The sections known when the agent is built, to assemble with the per-run ones."""
+
+    def run_system_prompt(self, extra: Sequence[tuple[Slot, str | None]]) -> str:
+        """The system prompt with per-run sections in their slots."""
+        if not extra:
+            return self.system_prompt
+        return assemble_system_prompt(self.custom_prompt, [*self.sections, *extra])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -610,6 +621,9 @@ def _make_plan(
         after_model=hooked("after_model"),
         around_tool=hooked("around_tool"),
         approvals=approvals,
+        run_prompt=hooked("run_prompt"),
+        custom_prompt=system_prompt,
+        sections=tuple(sections),
     )
 
 

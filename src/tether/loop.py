@@ -136,6 +136,7 @@ class _Run:
     ) -> None:
         self.agent = agent
         self.journal = journal
+        self.system_prompt = agent._plan.system_prompt
         self.pending: AssistantMessage | None = None
         self.recorded: tuple[dict[str, ToolResult], set[str]] = ({}, set())
         self.decisions: dict[str, Decision] = {}
@@ -184,6 +185,12 @@ class _Run:
                     self.state.messages.pop()
                 for capability in self.plan.on_run_start:
                     await capability.on_run_start(self.state)
+                if self.plan.run_prompt:
+                    extra = [
+                        (c.prompt_slot, await c.run_prompt(self.state))
+                        for c in self.plan.run_prompt
+                    ]
+                    self.system_prompt = self.plan.run_system_prompt(extra)
                 if pending is not None:
                     self.state.messages.append(pending)
                     await self._resume_calls(pending)
@@ -250,7 +257,7 @@ class _Run:
     async def _prepare_request(self) -> ModelRequest:
         plan = self.plan
         request = ModelRequest(
-            system_prompt=plan.system_prompt,
+            system_prompt=self.system_prompt,
             messages=tuple(self.state.messages),
             tools=plan.tool_specs,
             settings=self.agent.model_settings,

@@ -37,6 +37,11 @@ class Capability:
         """Tools this capability adds to the agent."""
         return ()
 
+    async def run_prompt(self, state: RunState) -> str | None:
+        """A section for the system prompt that depends on the run (files it reads, say),
+        worked out once when the run starts, after every `on_run_start`; or None."""
+        return None
+
     async def on_run_start(self, state: RunState) -> None:
         """Called once before the first model call, with the history in place."""
 
