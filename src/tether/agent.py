@@ -27,7 +27,9 @@ from tether.capabilities.compaction import Compaction, ContextCompaction
 from tether.capabilities.dangling import DanglingToolCallRepair
 from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
+from tether.capabilities.memory import Memory
 from tether.capabilities.sandbox import CommandPolicy, Sandbox
+from tether.capabilities.skills import Skills
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
@@ -353,6 +355,8 @@ def create_agent(
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
+    skills: Sequence[str] = (),
+    memory: Sequence[str] = (),
 ) -> Agent[OutputT]: ...
 
 
@@ -379,6 +383,8 @@ def create_agent(
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
+    skills: Sequence[str] = (),
+    memory: Sequence[str] = (),
 ) -> Agent[str]: ...
 
 
@@ -405,6 +411,8 @@ def create_agent(
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
+    skills: Sequence[str] = (),
+    memory: Sequence[str] = (),
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -427,6 +435,9 @@ def create_agent(
     by default sqlite:///.tether/runs.db, opened on first use; None turns threads off).
     Calls of the tools in `interrupt_on` wait for a person's decision (see
     `tether.approval`); such an agent records every run, in a new thread if none is given.
+
+    `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
+    lists files loaded into the prompt at the start of every run.
 
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
@@ -478,31 +489,19 @@ def create_agent(
             general_purpose_subagent=False,
             compaction=compaction,
             command_policy=command_policy,
+            skills=skills,
+            memory=memory,
         ),
     )
     price_book = PriceBook(prices, model=resolved)
-    context: tuple[Capability, ...] = ()
-    if compaction is not None:
-        if not isinstance(compaction, Compaction):
-            raise ConfigurationError(
-                f"compaction must be a tether.Compaction or None, got {type(compaction).__name__}"
-            )
-        offload = tool_token_limit_before_evict if filesystem else None
-        context = (ContextCompaction(compaction, resolved, price_book, offload),)
-    planning = (Todos(),) if todos else ()
-    if command_policy is not None and not isinstance(backend, SandboxBackend):
-        raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
-    shell = (
-        (Sandbox(backend, command_policy),)
-        if filesystem and isinstance(backend, SandboxBackend)
-        else ()
-    )
+    offload = tool_token_limit_before_evict if filesystem else None
     all_capabilities = (
         DanglingToolCallRepair(),
-        *context,
-        *planning,
+        *_context_capabilities(compaction, resolved, price_book, offload),
+        *((Todos(),) if todos else ()),
+        *_knowledge_capabilities(skills, memory, filesystem),
         *files,
-        *shell,
+        *_shell_capabilities(backend if filesystem else None, command_policy),
         *delegation,
         *capabilities,
     )
@@ -553,6 +552,36 @@ def _file_capabilities(
     if evict_limit is not None:
         found += (LargeResultEviction(evict_limit),)
     return found
+
+
+def _context_capabilities(
+    compaction: Compaction | None, model: Model, prices: PriceBook, offload: int | None
+) -> tuple[Capability, ...]:
+    if compaction is None:
+        return ()
+    if not isinstance(compaction, Compaction):
+        raise ConfigurationError(
+            f"compaction must be a tether.Compaction or None, got {type(compaction).__name__}"
+        )
+    return (ContextCompaction(compaction, model, prices, offload),)
+
+
+def _knowledge_capabilities(
+    skills: Sequence[str], memory: Sequence[str], filesystem: bool
+) -> tuple[Capability, ...]:
+    if (skills or memory) and not filesystem:
+        raise ConfigurationError("skills and memory are read with the file tools: filesystem=True")
+    return (*((Memory(memory),) if memory else ()), *((Skills(skills),) if skills else ()))
+
+
+def _shell_capabilities(
+    backend: Backend | None, policy: CommandPolicy | Callable[[str], str | None] | None
+) -> tuple[Capability, ...]:
+    if not isinstance(backend, SandboxBackend):
+        if policy is not None:
+            raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
+        return ()
+    return (Sandbox(backend, policy),)
 
 
 def _subagent_capabilities(
