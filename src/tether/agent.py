@@ -7,7 +7,7 @@ import concurrent.futures
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from tether import prompts
@@ -41,6 +41,7 @@ from tether.models.base import Model, ModelSettings, ToolSpec
 from tether.models.prices import Price, PriceBook
 from tether.models.resolve import infer_model
 from tether.output import FINAL_RESULT, OutputSpec
+from tether.profiles import GeneralPurposeProfile, HarnessProfile, profile_for
 from tether.prompt import Slot, assemble_system_prompt
 from tether.state import Todo
 from tether.tools.task import GENERAL_PURPOSE, SubAgent
@@ -116,6 +117,7 @@ class _Plan:
     run_prompt: tuple[Capability, ...] = ()
     """Capabilities whose prompt section is worked out per run."""
     custom_prompt: str | None = None
+    base_prompt: str | None = None
     sections: tuple[tuple[Slot, str | None], ...] = ()
     """The sections known when the agent is built, to assemble with the per-run ones."""
 
@@ -123,7 +125,9 @@ class _Plan:
         """The system prompt with per-run sections in their slots."""
         if not extra:
             return self.system_prompt
-        return assemble_system_prompt(self.custom_prompt, [*self.sections, *extra])
+        return assemble_system_prompt(
+            self.custom_prompt, [*self.sections, *extra], base=self.base_prompt
+        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -357,6 +361,7 @@ def create_agent(
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
+    profile: HarnessProfile | None = None,
 ) -> Agent[OutputT]: ...
 
 
@@ -385,6 +390,7 @@ def create_agent(
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
+    profile: HarnessProfile | None = None,
 ) -> Agent[str]: ...
 
 
@@ -413,6 +419,7 @@ def create_agent(
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
+    profile: HarnessProfile | None = None,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -439,11 +446,20 @@ def create_agent(
     `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
     lists files loaded into the prompt at the start of every run.
 
+    The harness profile registered for the model (see `tether.profiles`) applies, with
+    `profile` merged on top of it.
+
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
     `general_purpose_subagent=False` or a subagent of that name replaces it.
     """
     resolved = _resolve_model(model)
+    if profile is not None and not isinstance(profile, HarnessProfile):
+        raise ConfigurationError(f"profile must be a HarnessProfile, got {type(profile).__name__}")
+    harness = profile_for(resolved)
+    harness = harness if profile is None else harness.merge(profile)
+    checked_profile = profile  # the caller's own profile must fit this agent exactly
+    general = harness.general_purpose_subagent or GeneralPurposeProfile()
     tool_list = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
     limits = limits if limits is not None else Limits()
     if not isinstance(limits, Limits):
@@ -469,7 +485,8 @@ def create_agent(
     )
     delegation = _subagent_capabilities(
         subagents,
-        general_purpose_subagent,
+        general_purpose_subagent and general.enabled is not False,
+        general,
         lambda spec: create_agent(
             resolved if spec.model is None else spec.model,
             tools=tool_list if spec.tools is None else spec.tools,
@@ -495,7 +512,7 @@ def create_agent(
     )
     price_book = PriceBook(prices, model=resolved)
     offload = tool_token_limit_before_evict if filesystem else None
-    all_capabilities = (
+    built = (
         DanglingToolCallRepair(),
         *_context_capabilities(compaction, resolved, price_book, offload),
         *((Todos(),) if todos else ()),
@@ -505,9 +522,18 @@ def create_agent(
         *delegation,
         *capabilities,
     )
+    if checked_profile is not None:
+        _check_profile(checked_profile, tool_list, built)
+    all_capabilities = _profiled_capabilities(built, harness)
     output = OutputSpec(output_type)
     plan = _make_plan(
-        tool_list, all_capabilities, output, system_prompt, price_book, interrupt_on=interrupt_on
+        tool_list,
+        all_capabilities,
+        output,
+        system_prompt,
+        price_book,
+        interrupt_on=interrupt_on,
+        profile=harness,
     )
     if plan.approvals and checkpointer is None:
         raise ConfigurationError(
@@ -587,9 +613,11 @@ def _shell_capabilities(
 def _subagent_capabilities(
     specs: Sequence[SubAgent],
     general_purpose: bool,
+    general: GeneralPurposeProfile,
     build: Callable[[SubAgent], Agent[Any]],
 ) -> tuple[Capability, ...]:
-    """The `task` capability over `specs` (and the general-purpose subagent), or ()."""
+    """The `task` capability over `specs` (and the general-purpose subagent, as the
+    profile shapes it), or ()."""
     chosen: dict[str, SubAgent] = {}
     for spec in specs:
         if not isinstance(spec, SubAgent):
@@ -597,11 +625,53 @@ def _subagent_capabilities(
         if spec.name in chosen:
             raise ConfigurationError(f"two subagents are named {spec.name!r}")
         chosen[spec.name] = spec
-    if general_purpose and GENERAL_PURPOSE not in chosen:
-        chosen = {GENERAL_PURPOSE: GENERAL_PURPOSE_AGENT, **chosen}
+    default = replace(
+        GENERAL_PURPOSE_AGENT,
+        name=general.name or GENERAL_PURPOSE,
+        description=general.description or GENERAL_PURPOSE_AGENT.description,
+        system_prompt=general.system_prompt,
+    )
+    if general_purpose and default.name not in chosen:
+        chosen = {default.name: default, **chosen}
     if not chosen:
         return ()
     return (Subagents({name: (spec, build(spec)) for name, spec in chosen.items()}),)
+
+
+def _profiled_tools(tools: tuple[Tool, ...], profile: HarnessProfile) -> tuple[Tool, ...]:
+    """The tools without the profile's excluded ones, with its descriptions. (A profile
+    serves many agents, so names of tools an agent lacks are passed over.)"""
+    overrides = profile.tool_description_overrides
+    return tuple(
+        replace(t, description=overrides[t.name]) if t.name in overrides else t
+        for t in tools
+        if t.name not in profile.excluded_tools
+    )
+
+
+def _check_profile(
+    profile: HarnessProfile, tools: tuple[Tool, ...], capabilities: tuple[Capability, ...]
+) -> None:
+    """A profile passed to create_agent may name only tools and capabilities it has."""
+    tool_names = {t.name for t in tools} | {t.name for c in capabilities for t in c.tools()}
+    unknown = (profile.excluded_tools | set(profile.tool_description_overrides)) - tool_names
+    if unknown:
+        raise ConfigurationError(
+            f"the profile names tools this agent does not have: {sorted(unknown)}"
+        )
+    missing = profile.excluded_capabilities - {type(c).__name__ for c in capabilities}
+    if missing:
+        raise ConfigurationError(
+            f"the profile excludes capabilities this agent does not have: {sorted(missing)}"
+        )
+
+
+def _profiled_capabilities(
+    capabilities: tuple[Capability, ...], profile: HarnessProfile
+) -> tuple[Capability, ...]:
+    """The capabilities without the profile's excluded ones, with its extra ones."""
+    kept = tuple(c for c in capabilities if type(c).__name__ not in profile.excluded_capabilities)
+    return (*kept, *profile.extra_capabilities)
 
 
 def _make_plan(
@@ -612,8 +682,9 @@ def _make_plan(
     prices: PriceBook,
     *,
     interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None,
+    profile: HarnessProfile,
 ) -> _Plan:
-    every_tool = (*tools, *(t for c in capabilities for t in c.tools()))
+    every_tool = _profiled_tools((*tools, *(t for c in capabilities for t in c.tools())), profile)
     by_name: dict[str, Tool] = {}
     for item in every_tool:
         if output.structured and item.name == FINAL_RESULT:
@@ -635,6 +706,7 @@ def _make_plan(
     if approvals:
         names = ", ".join(f"`{name}`" for name in approvals)
         sections.append(("approval", prompts.render("approval", tools=names)))
+    sections.append(("suffix", profile.system_prompt_suffix))
 
     def hooked(hook: str) -> tuple[Capability, ...]:
         return tuple(c for c in capabilities if overrides(c, hook))
@@ -642,7 +714,9 @@ def _make_plan(
     return _Plan(
         tools=by_name,
         tool_specs=specs,
-        system_prompt=assemble_system_prompt(system_prompt, sections),
+        system_prompt=assemble_system_prompt(
+            system_prompt, sections, base=profile.base_system_prompt
+        ),
         output=output,
         prices=prices,
         on_run_start=hooked("on_run_start"),
@@ -652,6 +726,7 @@ def _make_plan(
         approvals=approvals,
         run_prompt=hooked("run_prompt"),
         custom_prompt=system_prompt,
+        base_prompt=profile.base_system_prompt,
         sections=tuple(sections),
     )
 

@@ -13,6 +13,7 @@ The parts, each present only when its capability is on:
 9. `approval`: which tools wait for a human
 10. `local_context`: the working directory and project (the CLI)
 11. `output`: how to give a structured final answer
+12. `suffix`: the harness profile's `system_prompt_suffix`
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ Slot: TypeAlias = Literal[
     "approval",
     "local_context",
     "output",
+    "suffix",
 ]
 SLOTS: tuple[Slot, ...] = get_args(Slot)
 """The slots in prompt order."""
