@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from tether import prompts
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
@@ -60,6 +58,8 @@ def parse_skill(path: str, text: str) -> Skill:
     front, found, _ = rest.partition("\n---")
     if not found:
         raise ValueError("the frontmatter has no closing '---' line")
+    import yaml  # imported when a skill is read: pyyaml costs ~8 ms at import
+
     try:
         data = yaml.safe_load(front)
     except yaml.YAMLError as exc:

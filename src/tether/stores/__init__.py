@@ -2,13 +2,17 @@
 
 from tether.stores.base import Namespace, Store, StoreItem
 from tether.stores.memory import InMemoryStore
-from tether.stores.sqlite import SqliteStore
 
 __all__ = ["InMemoryStore", "Namespace", "PostgresStore", "SqliteStore", "Store", "StoreItem"]
 
 
 def __getattr__(name: str) -> object:
-    if name == "PostgresStore":  # imported on use: it needs the postgres extra
+    # Imported on use: sqlite3 costs a few ms, and Postgres needs the postgres extra.
+    if name == "SqliteStore":
+        from tether.stores.sqlite import SqliteStore
+
+        return SqliteStore
+    if name == "PostgresStore":
         from tether.stores.postgres import PostgresStore
 
         return PostgresStore
