@@ -76,6 +76,8 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "httpx",
         "httpx2",
         "docstring_parser",
+        "yaml",
+        "sqlite3",
     ]
     code = (
         "import sys, json, tether, tether.models, tether.tools, tether.events;"
