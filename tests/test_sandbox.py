@@ -75,8 +75,8 @@ async def test_a_fork_bomb_and_an_endless_loop_are_stopped(sandbox: LocalSandbox
     bomb = await sandbox.execute("bomb() { bomb | bomb & }; bomb; sleep 1; echo still here")
     assert "Cannot fork" in bomb.output or bomb.exit_code is None
     loop = await sandbox.execute("while :; do :; done")
-    assert loop.exit_code != 0
-    assert "killed" in loop.output
+    assert loop.exit_code is None  # the execute tool turns this into an error
+    assert "killed by signal" in loop.output
     healthy = await sandbox.execute("echo fine")
     assert healthy.output == "fine\n"
 

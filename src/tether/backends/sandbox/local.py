@@ -107,10 +107,13 @@ class _Shell(FilesystemBackend):
             await process.wait()
             output.close()
         code = process.returncode
-        killed = timed_out or code is None or code < 0
+        # The shell reports a child killed by a signal as 128 + the signal's number.
+        signalled = code is not None and code - 128 in _LIMIT_SIGNALS
+        killed = timed_out or signalled or code is None or code < 0
         if timed_out:
             note = f"\n[killed: the command ran longer than {limit:g} s]"
-        elif code is not None and code >= 128 + 1 and code - 128 in _LIMIT_SIGNALS:
+        elif signalled:
+            assert code is not None
             note = (
                 f"\n[killed by signal {code - 128}: the command probably hit a limit of the "
                 "sandbox (CPU time, memory or file size)]"
