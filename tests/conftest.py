@@ -8,6 +8,8 @@ import pytest
 from tether.messages import ToolCall
 from tether.state import RunState, ToolContext
 
+pytest_plugins = ["tether.pytest_plugin"]  # no test may reach a real provider
+
 
 @pytest.fixture
 def context() -> ToolContext:

@@ -10,10 +10,13 @@ TetherError                  root; `.result` holds the partial RunResult when it
 │   └── BackendError         a file operation failed (tether.backends)
 ├── ToolFatalError           raised by a tool to stop the run on purpose
 ├── OutputError              the model never produced a valid final answer
+├── ProviderBlockedError     a test reached for a real provider (tether.testing)
 └── RunError                 any other exception ended the run (the original is `__cause__`)
 
 TetherWarning (UserWarning)
-└── CostUnknownWarning       a cost limit is set but the model's price is unknown
+├── CostUnknownWarning       a cost limit is set but the model's price is unknown
+├── SkillWarning             a skill was skipped or replaced (tether.capabilities.skills)
+└── MemoryWarning            memory files were cut in the prompt (tether.capabilities.memory)
 ```
 
 Mistakes the model can fix (unknown tool, bad arguments, a tool that raised) are never
@@ -33,6 +36,7 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "OutputError",
+    "ProviderBlockedError",
     "RunError",
     "ScriptExhaustedError",
     "TetherError",
@@ -81,6 +85,10 @@ class ToolError(TetherError):
 
     The run goes on: the model reads the message and can try something else.
     """
+
+
+class ProviderBlockedError(TetherError):
+    """A test tried to reach a real model provider while `tether.testing` forbids it."""
 
 
 class ToolFatalError(TetherError):

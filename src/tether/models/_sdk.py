@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from tether.errors import ConfigurationError, ModelError, ModelHTTPError
+from tether.errors import ConfigurationError, ModelError, ModelHTTPError, ProviderBlockedError
 from tether.models.base import ModelRequest, ModelResponse, StreamItem, response_of
 from tether.models.profiles import ModelProfile, profile_for
 
@@ -91,6 +91,10 @@ class Adapter:
         raise NotImplementedError
 
 
+blocked_reason: str | None = None
+"""Set by `tether.testing.no_real_models`: why SDK clients may not be made now."""
+
+
 class LoopClients(Generic[Client]):
     """One SDK client per event loop.
 
@@ -101,6 +105,8 @@ class LoopClients(Generic[Client]):
     def __init__(self, make: Callable[..., Client], given: Client | None, **options: Any) -> None:
         self._make = functools.partial(make, **options)
         self._given = given
+        # A client or HTTP client of the caller's (a mock in tests) decides where requests go.
+        self._own_transport = given is not None or options.get("http_client") is not None
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -109,6 +115,8 @@ class LoopClients(Generic[Client]):
         """The client for the running loop, made on first use."""
         if self._given is not None:
             return self._given
+        if blocked_reason is not None and not self._own_transport:
+            raise ProviderBlockedError(blocked_reason)  # see tether.testing.no_real_models
         loop = asyncio.get_running_loop()
         client = self._by_loop.get(loop)
         if client is None:
