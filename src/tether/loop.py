@@ -49,6 +49,7 @@ from tether.messages import (
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.output import FINAL_RESULT
 from tether.state import RunState, ToolContext
+from tether.tracing import span
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult, StopReason
@@ -158,6 +159,27 @@ class _Run:
             self.handle_tool = functools.partial(capability.around_tool, proceed=self.handle_tool)
 
     async def execute(self) -> RunResult[Any]:
+        state = self.state
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": state.path[-1],
+            "gen_ai.conversation.id": state.thread_id or state.run_id,
+            "tether.run_id": state.run_id,
+        }
+        with span(f"invoke_agent {state.path[-1]}", attributes) as current:
+            result = await self._execute()
+            if current is not None:
+                current.set_attributes(
+                    {
+                        "tether.stop_reason": result.stop_reason,
+                        "tether.steps": result.steps,
+                        "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                        "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                    }
+                )
+            return result
+
+    async def _execute(self) -> RunResult[Any]:
         state = self.state
         state.emit(RunStarted(state.path, state.run_id))
         error: TetherError | None = None
@@ -269,6 +291,26 @@ class _Run:
         return request
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        model = self.agent.model
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model.name,
+            "gen_ai.provider.name": model.provider or "unknown",
+        }
+        with span(f"chat {model.name}", attributes) as current:
+            response = await self._stream_model(request)
+            if current is not None:
+                current.set_attributes(
+                    {
+                        "gen_ai.response.model": response.model_name or model.name,
+                        "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+                        "gen_ai.usage.input_tokens": response.usage.input_tokens,
+                        "gen_ai.usage.output_tokens": response.usage.output_tokens,
+                    }
+                )
+        return response
+
+    async def _stream_model(self, request: ModelRequest) -> ModelResponse:
         state = self.state
         response: ModelResponse | None = None
         stream = self.agent.model.stream(request)
@@ -530,7 +572,15 @@ class _Run:
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         state = self.state
         state.emit(ToolCallStarted(state.path, call))
-        result = await self.handle_tool(call, ToolContext(state, call))
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        }
+        with span(f"execute_tool {call.name}", attributes) as current:
+            result = await self.handle_tool(call, ToolContext(state, call))
+            if current is not None and result.is_error:
+                current.set_attribute("error.type", "tool_error")
         if self.journal is not None:  # recorded before the next model call: never run twice
             await self.journal.result(result)
         state.emit(ToolCallFinished(state.path, call, result))
