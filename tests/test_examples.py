@@ -1,0 +1,59 @@
+"""Every example runs on its scripted model (no key, no network)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.testing import tool_results
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(autouse=True)
+def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+def run(name: str) -> object:
+    module = importlib.import_module(name)
+    try:
+        return module.main()
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_code_review_gives_a_checked_review() -> None:
+    review = run("code_review")
+    assert review.verdict == "request_changes"  # type: ignore[attr-defined]
+    assert review.findings[0].severity == "bug"  # type: ignore[attr-defined]
+
+
+def test_research_runs_two_subagents() -> None:
+    result = run("research")
+    assert sorted(result.usage_by_agent) == [  # type: ignore[attr-defined]
+        "main",
+        "main/task:researcher#1",
+        "main/task:researcher#2",
+    ]
+
+
+def test_the_sandboxed_coding_task_runs_its_test() -> None:
+    result = run("sandboxed_coding")
+    assert "ok\n[exit code 0]" in [r.text for r in tool_results(result)]  # type: ignore[arg-type]
+
+
+def test_the_memory_assistant_remembers_across_threads() -> None:
+    agent, result = run("memory_assistant")  # type: ignore[misc]
+    assert result.output.startswith("- Tabs.")
+    prompt = agent.model.requests[0].system_prompt
+    assert "- Prefers answers in bullet points." in prompt
+
+
+def test_the_quickstart_runs() -> None:
+    run("quickstart")
