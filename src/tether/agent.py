@@ -49,6 +49,7 @@ from tether.tools.tool import Tool, tool
 
 if TYPE_CHECKING:
     from tether.checkpoint.journal import Journal, Thread
+    from tether.mcp import MCPServer
 
 __all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
 
@@ -110,6 +111,7 @@ class _Plan:
     output: OutputSpec
     prices: PriceBook
     on_run_start: tuple[Capability, ...]
+    on_run_end: tuple[Capability, ...]
     before_model: tuple[Capability, ...]
     after_model: tuple[Capability, ...]
     around_tool: tuple[Capability, ...]
@@ -362,6 +364,7 @@ def create_agent(
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
+    mcp_servers: Sequence[MCPServer] = (),
 ) -> Agent[OutputT]: ...
 
 
@@ -391,6 +394,7 @@ def create_agent(
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
+    mcp_servers: Sequence[MCPServer] = (),
 ) -> Agent[str]: ...
 
 
@@ -420,6 +424,7 @@ def create_agent(
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
+    mcp_servers: Sequence[MCPServer] = (),
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -445,6 +450,8 @@ def create_agent(
 
     `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
     lists files loaded into the prompt at the start of every run.
+
+    `mcp_servers` adds the tools of MCP servers (see `tether.mcp`).
 
     The harness profile registered for the model (see `tether.profiles`) applies, with
     `profile` merged on top of it.
@@ -520,6 +527,7 @@ def create_agent(
         *files,
         *_shell_capabilities(backend if filesystem else None, command_policy),
         *delegation,
+        *_mcp_capabilities(mcp_servers),
         *capabilities,
     )
     if checked_profile is not None:
@@ -608,6 +616,14 @@ def _shell_capabilities(
             raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
         return ()
     return (Sandbox(backend, policy),)
+
+
+def _mcp_capabilities(servers: Sequence[MCPServer]) -> tuple[Capability, ...]:
+    if not servers:
+        return ()
+    from tether.mcp import MCPTools  # needs the mcp extra
+
+    return (MCPTools(servers),)
 
 
 def _subagent_capabilities(
@@ -720,6 +736,7 @@ def _make_plan(
         output=output,
         prices=prices,
         on_run_start=hooked("on_run_start"),
+        on_run_end=hooked("on_run_end"),
         before_model=hooked("before_model"),
         after_model=hooked("after_model"),
         around_tool=hooked("around_tool"),

@@ -190,6 +190,9 @@ class _Run:
         except Exception as exc:
             error = RunError(f"the run failed: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
+        finally:  # also when the run is cancelled
+            for capability in self.plan.on_run_end:
+                await capability.on_run_end(state)
         result = self._result("error" if error else self.stop_reason or "error")
         if self.journal is not None:
             await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))

@@ -45,6 +45,9 @@ class Capability:
     async def on_run_start(self, state: RunState) -> None:
         """Called once before the first model call, with the history in place."""
 
+    async def on_run_end(self, state: RunState) -> None:
+        """Called once when the run ends, however it ends, to release what it holds."""
+
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
         """Change the request before it is sent (trim, compact, add cache hints)."""
         return request

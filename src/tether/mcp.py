@@ -1,0 +1,197 @@
+"""Tools from MCP servers (extra `tether[mcp]`, the official `mcp` SDK, version 2).
+
+    agent = create_agent(model, mcp_servers=[
+        MCPServer("files", command="python", args=["my_server.py"]),     # stdio
+        MCPServer("search", url="http://127.0.0.1:8000/mcp"),            # streamable HTTP
+    ])
+
+`create_agent` lists each server's tools once, so the model sees them from the first
+request; their names get the server's prefix ("files_read"). Each run starts its own
+connections and closes them when it ends. A call that times out, fails, or finds the
+server gone is a tool error; the run goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from tether.capabilities.base import Capability
+from tether.errors import ConfigurationError, ToolError
+from tether.messages import BinaryPart, TextPart
+from tether.state import RunState, ToolContext
+from tether.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+__all__ = ["MCPServer", "MCPTools"]
+
+_SESSIONS = "mcp_sessions"
+
+
+def _sdk() -> Any:
+    try:
+        import mcp
+    except ImportError as exc:
+        raise ConfigurationError("MCP servers need the mcp SDK: pip install 'tether[mcp]'") from exc
+    return mcp
+
+
+@dataclass(frozen=True)
+class MCPServer:
+    """How to reach one MCP server: a command to start (stdio) or a `url` (streamable
+    HTTP). `prefix` (default "<name>_") goes before its tool names; `timeout_seconds`
+    bounds one tool call."""
+
+    name: str
+    command: str | None = None
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    prefix: str | None = None
+    timeout_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ConfigurationError(f"MCPServer {self.name!r} needs a command or a url, not both")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", self.name):
+            raise ConfigurationError(f"MCPServer name {self.name!r}: letters, digits, '_', '-'")
+        _sdk()
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.name}_" if self.prefix is None else self.prefix
+
+    @contextlib.asynccontextmanager
+    async def connect(self) -> AsyncIterator[ClientSession]:
+        """An initialized session, closed on leaving the block."""
+        mcp = _sdk()
+        async with contextlib.AsyncExitStack() as stack:
+            if self.command is not None:
+                from mcp.client.stdio import stdio_client
+
+                params = mcp.StdioServerParameters(
+                    command=self.command,
+                    args=list(self.args),
+                    env=dict(self.env) if self.env is not None else None,
+                    cwd=self.cwd,
+                )
+                read, write = await stack.enter_async_context(
+                    stdio_client(params, errlog=sys.stderr)
+                )
+            else:
+                import httpx2
+                from mcp.client.streamable_http import streamable_http_client
+
+                client = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=dict(self.headers), timeout=self.timeout_seconds)
+                )
+                assert self.url is not None
+                transport = streamable_http_client(self.url, http_client=client)
+                read, write, *_ = await stack.enter_async_context(transport)
+            session = await stack.enter_async_context(mcp.ClientSession(read, write))
+            await session.initialize()
+            yield session
+
+    async def list_tools(self) -> list[Any]:
+        """The server's tools, as the SDK describes them."""
+        async with self.connect() as session:
+            return list((await session.list_tools()).tools)
+
+
+class _Arguments(pydantic.BaseModel):
+    """Any JSON object: the MCP server checks its own arguments."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class MCPTools(Capability):
+    """The tools of `servers`, listed once; each run opens and closes its connections."""
+
+    def __init__(self, servers: Sequence[MCPServer]) -> None:
+        self.servers = {s.name: s for s in servers}
+        if len(self.servers) != len(servers):
+            raise ConfigurationError("two MCP servers have the same name")
+        from tether.agent import _run_sync
+
+        self._tools: list[Tool] = []
+        for server in servers:
+            try:
+                listed = _run_sync(server.list_tools)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"could not list the tools of MCP server {server.name!r}: {exc}"
+                ) from exc
+            self._tools += [self._tool(server, t) for t in listed]
+
+    def tools(self) -> Sequence[Tool]:
+        return self._tools
+
+    async def on_run_start(self, state: RunState) -> None:
+        stack = contextlib.AsyncExitStack()
+        sessions: dict[str, ClientSession | Exception] = {}
+        for name, server in self.servers.items():
+            try:
+                sessions[name] = await stack.enter_async_context(server.connect())
+            except Exception as exc:  # its calls report it; the run goes on
+                sessions[name] = exc
+        state.data[_SESSIONS] = (stack, sessions)
+
+    async def on_run_end(self, state: RunState) -> None:
+        found = state.data.pop(_SESSIONS, None)
+        if found is not None:
+            with contextlib.suppress(Exception):  # a crashed server may not close cleanly
+                await found[0].aclose()
+
+    def _tool(self, server: MCPServer, spec: Any) -> Tool:
+        remote = spec.name
+
+        async def call(context: ToolContext, **arguments: Any) -> Any:
+            found = context.state.data.get(_SESSIONS)
+            session = found[1].get(server.name) if found else None
+            if session is None or isinstance(session, Exception):
+                raise ToolError(f"MCP server {server.name!r} is not available: {session}")
+            try:
+                result = await session.call_tool(
+                    remote, arguments, read_timeout_seconds=server.timeout_seconds
+                )
+            except Exception as exc:
+                raise ToolError(f"MCP server {server.name!r} failed on {remote}: {exc}") from exc
+            parts = [_part(c) for c in getattr(result, "content", None) or []]
+            if getattr(result, "is_error", False):
+                raise ToolError(
+                    " ".join(p.text for p in parts if isinstance(p, TextPart)) or "failed"
+                )
+            return parts or "(no output)"
+
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", server.tool_prefix + remote)[:64]
+        schema = dict(spec.input_schema or {"type": "object"})
+        schema.pop("title", None)
+        return Tool(
+            name=name,
+            description=spec.description or remote,
+            args_model=_Arguments,
+            function=call,
+            context_param="context",
+            parameters=schema,
+        )
+
+
+def _part(content: Any) -> TextPart | BinaryPart:
+    kind = getattr(content, "type", "")
+    if kind == "text":
+        return TextPart(content.text)
+    if kind in ("image", "audio"):
+        import base64
+
+        return BinaryPart(base64.b64decode(content.data), content.mime_type)
+    return TextPart(str(content))
