@@ -78,6 +78,8 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "docstring_parser",
         "yaml",
         "sqlite3",
+        "mcp",
+        "opentelemetry",
     ]
     code = (
         "import sys, json, tether, tether.models, tether.tools, tether.events;"
