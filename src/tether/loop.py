@@ -332,9 +332,8 @@ class _Run:
         return response
 
     def _record(self, response: ModelResponse) -> None:
-        state, model = self.state, self.agent.model
-        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
-        cost = self.plan.prices.cost(usage, response.model_name or model.name, model.provider)
+        state = self.state
+        usage, cost = self.plan.prices.charge_of(response, self.agent.model)
         if cost is None:
             self._warn_unknown_cost()
         state.messages.append(response.message)

@@ -285,9 +285,7 @@ class ContextCompaction(Capability):
             response = await self.model.request(request)
         except Exception:  # any failure falls back to truncation
             return None
-        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
-        cost = self.prices.cost(usage, response.model_name or self.model.name, self.model.provider)
-        state.charge(usage, cost)
+        state.charge(*self.prices.charge_of(response, self.model))
         summary = response.message.text.strip()
         if not summary or len(summary) / meter.chars_per_token > longest:
             return None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigurationError
 from tether.messages import Usage
+
+if TYPE_CHECKING:
+    from tether.models.base import Model, ModelResponse
 
 __all__ = ["Price", "PriceBook"]
 
@@ -78,6 +81,11 @@ class PriceBook:
         if isinstance(price, Price):
             return price.cost(usage)
         return float(price.calc_price(_genai_usage(usage))["total_price"])
+
+    def charge_of(self, response: ModelResponse, model: Model) -> tuple[Usage, float | None]:
+        """What one response of `model` used (counted as one request) and cost."""
+        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
+        return usage, self.cost(usage, response.model_name or model.name, model.provider)
 
     def _lookup(self, model: str, provider: str | None) -> Any:
         key = (model, provider)
