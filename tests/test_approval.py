@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,10 @@ from tether import (
 )
 from tether.backends import Rule
 from tether.events import ApprovalRequested
-from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
+from tether.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
+from tether.testing import tool_results
 
 from .conftest import Crash
 
@@ -40,13 +42,8 @@ def four_writes(request: ModelRequest) -> Turn:
     return "finished"
 
 
-def results_of(messages: object) -> dict[str, tuple[str, bool]]:
-    return {
-        r.call_id: (r.text, r.is_error)
-        for m in messages  # type: ignore[attr-defined]
-        if isinstance(m, ToolResultMessage)
-        for r in m.results
-    }
+def results_of(messages: Sequence[Message]) -> dict[str, tuple[str, bool]]:
+    return {r.call_id: (r.text, r.is_error) for r in tool_results(messages)}
 
 
 def agent_for(url: str, **kwargs: object) -> object:

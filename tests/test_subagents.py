@@ -10,9 +10,10 @@ import pytest
 from tether import ConfigurationError, Limits, Price, SubAgent, ToolContext, create_agent, tool
 from tether.backends import Rule, StateBackend
 from tether.events import RunFinished, RunStarted, ToolCallFinished
-from tether.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage
+from tether.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
+from tether.testing import tool_results
 
 
 def by_task(scripts: dict[str, Sequence[Turn]]) -> FunctionModel:
@@ -32,8 +33,8 @@ def delegate(task: str, subagent: str = "general-purpose", call_id: str = "t1") 
     return ToolCall("task", {"description": task, "subagent_type": subagent}, id=call_id)
 
 
-def tool_texts(messages: Sequence[object]) -> list[str]:
-    return [r.text for m in messages if isinstance(m, ToolResultMessage) for r in m.results]
+def tool_texts(messages: Sequence[Message]) -> list[str]:
+    return [r.text for r in tool_results(messages)]
 
 
 def test_a_subagent_sees_only_its_task_and_only_its_report_comes_back() -> None:

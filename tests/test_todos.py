@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tether import SubAgent, Todo, create_agent
 from tether.events import TodosUpdated
-from tether.messages import ToolCall, ToolResultMessage
+from tether.messages import Message, ToolCall
 from tether.models import ScriptedModel
+from tether.testing import tool_results
 
 PLAN = [
     {"content": "Read the code", "status": "completed"},
@@ -18,13 +21,8 @@ def write(todos: object, call_id: str = "w1") -> ToolCall:
     return ToolCall("write_todos", {"todos": todos}, id=call_id)
 
 
-def results(messages: object) -> list[tuple[str, bool]]:
-    return [
-        (r.text, r.is_error)
-        for m in messages  # type: ignore[attr-defined]
-        if isinstance(m, ToolResultMessage)
-        for r in m.results
-    ]
+def results(messages: Sequence[Message]) -> list[tuple[str, bool]]:
+    return [(r.text, r.is_error) for r in tool_results(messages)]
 
 
 def test_the_list_is_kept_in_the_run_and_returned() -> None:
