@@ -34,7 +34,7 @@ system-deps:
 # The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
 # and prepares one when needed, and prints its URL.
 unit: $(STAMP) system-deps
-	TETHER_TEST_POSTGRES="$$(scripts/postgres-for-tests.sh)" $(BIN)/python -m pytest -q
+	url="$$(scripts/postgres-for-tests.sh)" && TETHER_TEST_POSTGRES="$$url" $(BIN)/python -m pytest -q
 
 test: lint typecheck unit
 
