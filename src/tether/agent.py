@@ -488,7 +488,12 @@ def create_agent(
                 f"capabilities take Capability instances, got {type(capability).__name__}"
             )
     files = _file_capabilities(
-        filesystem, backend, permissions, backend_policy, tool_token_limit_before_evict
+        filesystem,
+        backend,
+        permissions,
+        backend_policy,
+        tool_token_limit_before_evict,
+        hidden_tools=harness.excluded_tools,
     )
     delegation = _subagent_capabilities(
         subagents,
@@ -568,6 +573,8 @@ def _file_capabilities(
     permissions: Sequence[Rule],
     policy: Policy | None,
     evict_limit: int | None,
+    *,
+    hidden_tools: frozenset[str],
 ) -> tuple[Capability, ...]:
     if not enabled:
         if backend is not None or permissions or policy is not None:
@@ -582,7 +589,9 @@ def _file_capabilities(
         raise ConfigurationError(
             f"tool_token_limit_before_evict must be a positive integer or None, got {evict_limit!r}"
         )
-    found: tuple[Capability, ...] = (Filesystem(backend, permissions, policy),)
+    found: tuple[Capability, ...] = (
+        Filesystem(backend, permissions, policy, hidden_tools=hidden_tools),
+    )
     if evict_limit is not None:
         found += (LargeResultEviction(evict_limit),)
     return found

@@ -19,8 +19,25 @@ _ANTHROPIC = HarnessProfile(
     )
 )
 
+_LOCAL = HarnessProfile(
+    base_system_prompt="""\
+You are an assistant that does tasks with tools. Do exactly what the user asks, then finish.
+Copy file names and text from the task exactly.
+
+Example. Task: Call write_file with file_path /plan.txt and content "Step one", then finish.
+Replies, one per turn:
+{"tool": "write_file", "args": {"file_path": "/plan.txt", "content": "Step one"}}
+{"tool": "finish", "args": {"answer": "I wrote /plan.txt."}}""",
+    excluded_tools=frozenset({"edit_file", "glob", "grep"}),
+    excluded_capabilities=frozenset({"Todos", "Subagents"}),
+)
+"""Tiny on-device models (`local:`): a short prompt with one worked example (a 135M
+model copies an example far better than it follows a rule), the basic file tools, and
+no planning or delegation it cannot use."""
+
 
 def register() -> None:
     """Register the built-in profiles (called once, before entry points are loaded)."""
     register_harness_profile("openai", _OPENAI)
     register_harness_profile("anthropic", _ANTHROPIC)
+    register_harness_profile("local", _LOCAL)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Sequence
 
 from tether import prompts
 from tether.backends.base import Backend
@@ -16,20 +17,31 @@ __all__ = ["Filesystem"]
 
 
 class Filesystem(Capability):
-    """Gives the agent `backend` through the six file tools, behind `rules` and `policy`."""
+    """Gives the agent `backend` through the six file tools, behind `rules` and `policy`.
+
+    `hidden_tools` (a harness profile's exclusions) drops those tools' lines from the
+    prompt, so it never describes a tool the model cannot call.
+    """
 
     prompt_slot = "filesystem"
 
     def __init__(
-        self, backend: Backend, rules: Sequence[Rule] = (), policy: Policy | None = None
+        self,
+        backend: Backend,
+        rules: Sequence[Rule] = (),
+        policy: Policy | None = None,
+        *,
+        hidden_tools: Collection[str] = (),
     ) -> None:
         self.backend = backend
         self.rules = tuple(rules)
         self.policy = policy
+        self.hidden_tools = frozenset(hidden_tools)
         guard(backend, self.rules, policy)  # checks the rules now, not at the first run
 
     def prompt(self) -> str:
-        return prompts.text("filesystem")
+        lines = prompts.text("filesystem").splitlines()
+        return "\n".join(line for line in lines if _tool_of(line) not in self.hidden_tools)
 
     def tools(self) -> Sequence[Tool]:
         return file_tools()
@@ -38,3 +50,9 @@ class Filesystem(Capability):
         # A subagent works on its parent's backend: behind the parent's rules and its own.
         base = state.backend if state.backend is not None else self.backend.bind(state)
         state.backend = guard(base, self.rules, self.policy)
+
+
+def _tool_of(line: str) -> str | None:
+    """The tool a "- `name` ..." line of the prompt is about."""
+    match = re.match(r"- `(\w+)`", line)
+    return match.group(1) if match else None

@@ -1,7 +1,8 @@
 """Models: the `Model` protocol, model strings, and `ScriptedModel` / `FunctionModel` for tests.
 
 Provider adapters live in their own modules so their SDKs load only when used:
-`tether.models.anthropic`, `tether.models.openai`, `tether.models.langchain`.
+`tether.models.anthropic`, `tether.models.openai`, `tether.models.langchain`, and
+`tether.models.local` for the offline model that runs on this machine.
 """
 
 from tether.models.base import (
@@ -16,10 +17,11 @@ from tether.models.base import (
 )
 from tether.models.prices import Price
 from tether.models.profiles import ModelProfile, profile_for
-from tether.models.resolve import infer_model
+from tether.models.resolve import OFFLINE_NOTICE, default_model, infer_model
 from tether.models.scripted import FunctionModel, ScriptedModel, Turn
 
 __all__ = [
+    "OFFLINE_NOTICE",
     "FunctionModel",
     "Model",
     "ModelProfile",
@@ -32,6 +34,7 @@ __all__ = [
     "StreamItem",
     "ToolSpec",
     "Turn",
+    "default_model",
     "infer_model",
     "profile_for",
     "response_of",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 
 from tether.errors import ConfigurationError
 from tether.models.base import Model
 
-__all__ = ["PROVIDERS", "infer_model"]
+__all__ = ["OFFLINE_NOTICE", "PROVIDERS", "default_model", "infer_model"]
+
+OFFLINE_NOTICE = (
+    "using the offline demo model; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a capable one"
+)
 
 
 def _anthropic(name: str) -> Model:
@@ -28,13 +33,21 @@ def _openai_chat(name: str) -> Model:
     return OpenAIModel(name, api="chat")
 
 
+def _local(name: str) -> Model:
+    from tether.models.local import LocalModel
+
+    return LocalModel(name)
+
+
 PROVIDERS: dict[str, Callable[[str], Model]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "openai-chat": _openai_chat,
+    "local": _local,
 }
 """Known prefixes. "openai" uses the Responses API, or Chat Completions when
-`OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions."""
+`OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions;
+"local" runs a model shipped in a package on this machine (`tether.models.local`)."""
 
 
 def infer_model(spec: str) -> Model:
@@ -58,3 +71,15 @@ def infer_model(spec: str) -> Model:
             "OpenAIModel(name, base_url=...) from tether.models.openai"
         )
     return make(name.strip())
+
+
+def default_model(environ: Mapping[str, str] | None = None) -> str:
+    """The model string to use when the user named none: Claude when ANTHROPIC_API_KEY is
+    set, else GPT when OPENAI_API_KEY is set, else the offline "local:smollm2" (say
+    `OFFLINE_NOTICE` to the user then)."""
+    env = os.environ if environ is None else environ
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    if env.get("OPENAI_API_KEY"):
+        return "openai:gpt-5.2"
+    return "local:smollm2"
