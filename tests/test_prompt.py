@@ -49,9 +49,12 @@ For work of three or more steps, keep a task list with `write_todos`, sending th
 
 ## Files
 You have a filesystem rooted at `/`; paths are absolute, like `/src/app.py`.
-- `ls` lists a directory; `glob` finds files by pattern (`**/*.py`); `grep` searches contents.
+- `ls` lists a directory.
+- `glob` finds files by pattern (`**/*.py`).
+- `grep` searches file contents.
 - `read_file` shows numbered lines; read long files in parts with `offset` and `limit`.
-- `write_file` creates a new file. To change an existing file, read it, then use `edit_file`.
+- `write_file` creates a new file.
+- `edit_file` changes an existing file; read the file first.
 - Keep notes and large intermediate results in files instead of repeating them in replies.
 
 ## Subagents
