@@ -38,7 +38,14 @@ from tether.messages import (
     Usage,
     UserMessage,
 )
-from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem, ToolSpec
+from tether.models.base import (
+    ModelRequest,
+    ModelResponse,
+    StreamDelta,
+    StreamItem,
+    ToolSpec,
+    response_of,
+)
 from tether.models.prices import Price
 from tether.models.profiles import ModelProfile
 
@@ -100,12 +107,7 @@ class LocalModel:
         return "local"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        response: ModelResponse | None = None
-        async for item in self.stream(request):
-            if isinstance(item, ModelResponse):
-                response = item
-        assert response is not None  # stream always ends with one
-        return response
+        return await response_of(self.stream(request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         runner = _runner(str(self.path))
