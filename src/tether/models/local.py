@@ -218,6 +218,11 @@ def _choices(request: ModelRequest, optional_args: bool) -> list[ToolSpec]:
     return tools
 
 
+def _free_text(request: ModelRequest) -> bool:
+    """Whether the reply is free text: there is nothing to call (a summary, say)."""
+    return not request.tools and request.output_tool is None
+
+
 def _required_only(spec: ToolSpec) -> ToolSpec:
     """`spec` offering only its required arguments (the others keep their defaults)."""
     params = spec.parameters
@@ -228,8 +233,8 @@ def _required_only(spec: ToolSpec) -> ToolSpec:
 
 def _reply_schema(request: ModelRequest, optional_args: bool) -> dict[str, Any] | None:
     """The JSON schema every reply is held to: one call of one of the allowed tools."""
-    if not request.tools and request.output_tool is None:
-        return None  # nothing to call (a summary, say): free text
+    if _free_text(request):
+        return None
     return {
         "anyOf": [
             {
@@ -259,7 +264,7 @@ def _tool_guide(request: ModelRequest, optional_args: bool) -> str:
 def _messages(request: ModelRequest, optional_args: bool) -> list[dict[str, str]]:
     """The conversation as chat messages; tool results speak as the user."""
     system = request.system_prompt
-    if request.tools or request.output_tool is not None:
+    if not _free_text(request):
         system = f"{system}\n\n{_tool_guide(request, optional_args)}".strip()
     out = [{"role": "system", "content": system}]
     for message in request.messages:
@@ -286,7 +291,7 @@ def _message(message: Message) -> dict[str, str]:
 
 def _parse(text: str, request: ModelRequest, call_id: str) -> tuple[AssistantPart, ...]:
     """The reply as message parts: a tool call, or text for `finish` and free replies."""
-    if not request.tools and request.output_tool is None:
+    if _free_text(request):
         return (TextPart(text),)
     try:
         reply = json.loads(text)
