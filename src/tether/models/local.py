@@ -37,6 +37,7 @@ from tether.messages import (
     ToolCall,
     Usage,
     UserMessage,
+    new_call_id,
 )
 from tether.models.base import (
     ModelRequest,
@@ -112,7 +113,7 @@ class LocalModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         runner = _runner(str(self.path))
         chat = _chat_request(self, request)
-        call_id = ToolCall("").id
+        call_id = new_call_id()
         text: list[str] = []
         usage = Usage(requests=1)
         finish_reason: str | None = None
