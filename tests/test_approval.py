@@ -19,7 +19,7 @@ from tether import (
     create_agent,
 )
 from tether.backends import Rule
-from tether.events import ApprovalRequested
+from tether.events import ApprovalRequested, ToolCallFinished
 from tether.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
@@ -150,6 +150,57 @@ def test_bad_interrupt_on_configuration_is_refused(tmp_path: Path) -> None:
         )
     with pytest.raises(ConfigurationError, match="needs a checkpointer"):
         create_agent(ScriptedModel(["x"]), checkpointer=None, interrupt_on={"write_file": True})
+    with pytest.raises(ConfigurationError, match="must be a function of the call's arguments"):
+        create_agent(
+            ScriptedModel(["x"]), checkpointer=url, interrupt_on={"write_file": {"when": "yes"}}
+        )
+    with pytest.raises(ConfigurationError, match="must be True, False or"):
+        create_agent(
+            ScriptedModel(["x"]), checkpointer=url, interrupt_on={"write_file": {"alow": []}}
+        )
+
+
+def test_a_when_predicate_gates_only_the_calls_it_picks(tmp_path: Path) -> None:
+    agent = create_agent(
+        FunctionModel(four_writes),
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+        interrupt_on={"write_file": {"when": lambda args: args["file_path"] != "/a.md"}},
+    )
+    first = agent.run("go", thread_id="t")
+    assert [r.call_id for r in first.interrupts] == ["w2", "w3", "w4"]
+    assert first.interrupts[0].allowed == ("approve", "edit", "reject", "respond")
+    assert first.files == {}  # the turn waits as a whole, the ungated call too
+    done = agent.resume("t", decisions=[Approve(), Reject(), Reject()])
+    assert done.files == {"/a.md": b"A", "/b.md": b"B"}
+
+
+async def test_a_subagent_refuses_the_calls_its_parent_gates(tmp_path: Path) -> None:
+    def turn(request: ModelRequest) -> Turn:
+        first = request.messages[0].text  # type: ignore[union-attr]
+        answered = any(isinstance(m, ToolResultMessage) for m in request.messages)
+        if first == "Write the notes.":  # the subagent
+            if answered:
+                return "I could not write /n.md; the main agent should."
+            return [ToolCall("write_file", {"file_path": "/n.md", "content": "N"}, id="s1")]
+        if answered:
+            return "done"
+        task = {"subagent_type": "general-purpose", "description": "Write the notes."}
+        return [ToolCall("task", task, id="t1")]
+
+    agent = create_agent(
+        FunctionModel(turn),
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+        interrupt_on={"write_file": True},
+    )
+    events = [e async for e in agent.stream("go", thread_id="t")]
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.stop_reason == "completed"
+    assert result.files == {}
+    (refused,) = [e.result for e in events if isinstance(e, ToolCallFinished) and len(e.path) > 1]
+    assert refused.is_error
+    assert "a subagent cannot ask for it" in refused.text
+    (report,) = [r for r in tool_results(result) if r.call_id == "t1"]
+    assert report.text == "I could not write /n.md; the main agent should."
 
 
 async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
@@ -164,6 +215,13 @@ async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
     assert result.stop_reason == "interrupted"
     assert result.thread_id is not None
     assert "## Approval" in agent._plan.system_prompt  # type: ignore[attr-defined]
+
+    decisions = [Approve(), Reject(), Reject(), Reject()]
+    resumed = [e async for e in agent.stream_resume(result.thread_id, decisions=decisions)]  # type: ignore[attr-defined]
+    ran = [e.call.id for e in resumed if isinstance(e, ToolCallFinished)]
+    assert ran == ["w1", "l1"]  # rejected calls are answered without running
+    assert resumed[-1].result.output == "finished"
+    assert resumed[-1].result.files == {"/a.md": b"A"}
 
 
 SCRIPT = """

@@ -14,7 +14,8 @@ from tether import prompts
 from tether.approval import (
     ApprovalRequest,
     Decision,
-    DecisionKind,
+    Gate,
+    GateConfig,
     approval_rules,
     match_decisions,
 )
@@ -115,7 +116,7 @@ class _Plan:
     before_model: tuple[Capability, ...]
     after_model: tuple[Capability, ...]
     around_tool: tuple[Capability, ...]
-    approvals: Mapping[str, tuple[DecisionKind, ...]]
+    approvals: Mapping[str, Gate]
     run_prompt: tuple[Capability, ...] = ()
     """Capabilities whose prompt section is worked out per run."""
     custom_prompt: str | None = None
@@ -188,6 +189,26 @@ class Agent(Generic[OutputT]):
         """Continue the thread's unfinished run from its last recorded step: one that was
         killed, or one waiting for `decisions` on its `interrupts` (a list in their order,
         or a mapping by call id). Tool calls that finished are not run again."""
+        return await self._resume(thread_id, decisions, deps)
+
+    async def stream_resume(
+        self,
+        thread_id: str,
+        *,
+        decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
+        deps: Any = None,
+    ) -> AsyncIterator[Event]:
+        """`aresume`, yielding events as they happen like `stream`."""
+        async for event in _streamed(lambda emit: self._resume(thread_id, decisions, deps, emit)):
+            yield event
+
+    async def _resume(
+        self,
+        thread_id: str,
+        decisions: Sequence[Decision] | Mapping[str, Decision] | None,
+        deps: Any,
+        emit: Callable[[Event], None] | None = None,
+    ) -> RunResult[OutputT]:
         journal, thread = await self._open_thread(thread_id)
         if not thread.exists:
             raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
@@ -210,6 +231,7 @@ class Agent(Generic[OutputT]):
             thread.messages,
             new_messages=len(thread.messages) - start,
             deps=deps,
+            emit=emit,
             journal=journal,
             thread=thread,
             resume=True,
@@ -263,20 +285,10 @@ class Agent(Generic[OutputT]):
         If the run fails, its error is raised after `RunFinished` was yielded. Leaving the
         loop early cancels the run.
         """
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.create_task(
-            self._execute(prompt, message_history, deps, thread_id, queue.put_nowait)
-        )
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        async for event in _streamed(
+            lambda emit: self._execute(prompt, message_history, deps, thread_id, emit)
+        ):
+            yield event
 
     async def _execute(
         self,
@@ -359,7 +371,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    interrupt_on: Mapping[str, GateConfig] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
@@ -389,7 +401,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    interrupt_on: Mapping[str, GateConfig] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
@@ -419,7 +431,7 @@ def create_agent(
     general_purpose_subagent: bool = True,
     compaction: Compaction | None = _DEFAULT_COMPACTION,
     checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None = None,
+    interrupt_on: Mapping[str, GateConfig] | None = None,
     command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
     skills: Sequence[str] = (),
     memory: Sequence[str] = (),
@@ -706,7 +718,7 @@ def _make_plan(
     system_prompt: str | None,
     prices: PriceBook,
     *,
-    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None,
+    interrupt_on: Mapping[str, GateConfig] | None,
     profile: HarnessProfile,
 ) -> _Plan:
     every_tool = _profiled_tools((*tools, *(t for c in capabilities for t in c.tools())), profile)
@@ -800,6 +812,25 @@ def _start_messages(prompt: Prompt | None, history: Sequence[Message] | None) ->
             f"got {type(prompt).__name__}"
         )
     return messages
+
+
+async def _streamed(
+    start: Callable[[Callable[[Event], None]], Coroutine[Any, Any, Any]],
+) -> AsyncIterator[Event]:
+    """The events of the run `start(emit)` begins, as they happen; its error is raised
+    after the last one. Leaving early cancels the run."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    task = asyncio.create_task(start(queue.put_nowait))
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -3,12 +3,17 @@
 `create_agent(interrupt_on={"write_file": True, "delete": {"allow": ["approve", "reject"]}})`
 stops a run before those tools run, with `stop_reason="interrupted"` and one
 `ApprovalRequest` per waiting call in `RunResult.interrupts`. `agent.resume(thread_id,
-decisions=[...])` answers them, in the same process or another one.
+decisions=[...])` answers them, in the same process or another one. A `"when"` predicate
+on the call's arguments gates only some calls:
+`{"write_file": {"when": lambda args: not args["file_path"].startswith("/notes/")}}`.
+
+Subagents keep their parent's gates, but cannot stop to wait: a gated call of theirs is
+refused with a tool error telling them to leave that call to the main agent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -20,6 +25,7 @@ __all__ = [
     "Approve",
     "Decision",
     "Edit",
+    "Gate",
     "Reject",
     "Respond",
     "approval_rules",
@@ -30,6 +36,8 @@ __all__ = [
 
 DecisionKind: TypeAlias = Literal["approve", "edit", "reject", "respond"]
 DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "reject", "respond")
+GateConfig: TypeAlias = bool | Mapping[str, Any]
+"""One `interrupt_on` value: True, False, or {"allow": [decisions], "when": predicate}."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +85,27 @@ class ApprovalRequest:
     allowed: tuple[DecisionKind, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A tool's approval rule: the decisions allowed, and which calls it stops (all of
+    them when `when` is None)."""
+
+    allowed: tuple[DecisionKind, ...] = DECISIONS
+    when: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def stops(self, args: Mapping[str, Any] | str) -> bool:
+        """Whether a call with `args` must wait for a decision."""
+        if self.when is None or isinstance(args, str):
+            return True
+        return bool(self.when(args))
+
+
 def approval_rules(
-    interrupt_on: Mapping[str, bool | Mapping[str, Sequence[str]]] | None,
+    interrupt_on: Mapping[str, GateConfig] | None,
     tool_names: Sequence[str],
-) -> dict[str, tuple[DecisionKind, ...]]:
-    """`interrupt_on` checked and normalized: tool name -> the decisions allowed."""
-    rules: dict[str, tuple[DecisionKind, ...]] = {}
+) -> dict[str, Gate]:
+    """`interrupt_on` checked and normalized: tool name -> its gate."""
+    rules: dict[str, Gate] = {}
     for name, config in (interrupt_on or {}).items():
         if name not in tool_names:
             known = ", ".join(sorted(tool_names)) or "none"
@@ -91,23 +114,32 @@ def approval_rules(
             )
         if config is False:
             continue
-        if config is True:
-            rules[name] = DECISIONS
-            continue
-        allow = config.get("allow") if isinstance(config, Mapping) else None
-        if isinstance(allow, str) or not isinstance(allow, Sequence) or not allow:
-            raise ConfigurationError(
-                f"interrupt_on[{name!r}] must be True, False or {{'allow': [decisions]}}, "
-                f"got {config!r}"
-            )
-        unknown = [a for a in allow if a not in DECISIONS]
-        if unknown:
-            raise ConfigurationError(
-                f"interrupt_on[{name!r}] allows unknown decisions {unknown}; "
-                f"choose from {list(DECISIONS)}"
-            )
-        rules[name] = tuple(d for d in DECISIONS if d in allow)
+        rules[name] = Gate() if config is True else _gate(name, config)
     return rules
+
+
+def _gate(name: str, config: object) -> Gate:
+    shape = "True, False or {'allow': [decisions], 'when': predicate}"
+    if not isinstance(config, Mapping) or not config or set(config) - {"allow", "when"}:
+        raise ConfigurationError(f"interrupt_on[{name!r}] must be {shape}, got {config!r}")
+    allow = config.get("allow", DECISIONS)
+    if isinstance(allow, str) or not isinstance(allow, Sequence) or not allow:
+        raise ConfigurationError(
+            f"interrupt_on[{name!r}]['allow'] must be a non-empty list of decisions, got {allow!r}"
+        )
+    unknown = [a for a in allow if a not in DECISIONS]
+    if unknown:
+        raise ConfigurationError(
+            f"interrupt_on[{name!r}] allows unknown decisions {unknown}; "
+            f"choose from {list(DECISIONS)}"
+        )
+    when = config.get("when")
+    if when is not None and not callable(when):
+        raise ConfigurationError(
+            f"interrupt_on[{name!r}]['when'] must be a function of the call's arguments, "
+            f"got {when!r}"
+        )
+    return Gate(tuple(d for d in DECISIONS if d in allow), when)
 
 
 def decision_to_json(decision: Decision) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from tether import prompts
-from tether.approval import ApprovalRequest, Decision, Edit, Reject, Respond, decision_from_json
+from tether.approval import (
+    ApprovalRequest,
+    Decision,
+    Edit,
+    Gate,
+    Reject,
+    Respond,
+    decision_from_json,
+)
 from tether.errors import (
     CostUnknownWarning,
     ModelError,
@@ -58,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = ["execute_run"]
 
+_GATES = "approval_gates"  # in RunState.data: the gates in force for the run
 _NOT_RUN = "Not run: the final answer was given in the same turn."
 _DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
 _ANSWER_RECEIVED = "Final answer received."
@@ -144,6 +153,10 @@ class _Run:
         self.interrupts: list[ApprovalRequest] = []
         self.plan = agent._plan
         self.state = state
+        # A subagent keeps the gates of the agents above it (it refuses what they gate).
+        inherited = state.parent.data.get(_GATES, {}) if state.parent is not None else {}
+        self.gates: dict[str, Gate] = {**inherited, **self.plan.approvals}
+        state.data[_GATES] = self.gates
         self.budget = budget
         self.new_messages = new_messages
         self.new_messages_start = len(state.messages) - new_messages
@@ -447,15 +460,27 @@ class _Run:
     ) -> bool:
         """Apply the decisions given for calls that need one; if any such call has none,
         stop the run for a person to decide, and return True."""
-        rules = self.plan.approvals
+        gates = self.gates
         waiting = [
-            c
-            for c, r in zip(calls, results, strict=True)
-            if r is None and c.name in rules and c.id not in self.decisions
+            i
+            for i, (c, r) in enumerate(zip(calls, results, strict=True))
+            if r is None
+            and c.name in gates
+            and c.id not in self.decisions
+            and gates[c.name].stops(c.args)
         ]
+        if waiting and self.journal is None:
+            # A subagent cannot stop its parent's run to wait: the call is refused.
+            for i in waiting:
+                text = prompts.render("gated_in_subagent", tool=calls[i].name)
+                refused = results[i] = ToolResult.of(calls[i], text, is_error=True)
+                self.state.emit(ToolCallStarted(self.state.path, calls[i]))
+                self.state.emit(ToolCallFinished(self.state.path, calls[i], refused))
+            waiting = []
         if waiting:
             self.interrupts = [
-                ApprovalRequest(c.id, c.name, c.args, rules[c.name]) for c in waiting
+                ApprovalRequest(c.id, c.name, c.args, gates[c.name].allowed)
+                for c in (calls[i] for i in waiting)
             ]
             self.stop_reason = "interrupted"
             if self.journal is not None:
