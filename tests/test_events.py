@@ -11,6 +11,7 @@ from tether.events import (
     ModelDelta,
     RunFinished,
     RunStarted,
+    StepFinished,
     ToolCallFinished,
 )
 from tether.messages import ToolCall
@@ -32,20 +33,27 @@ async def test_stream_yields_the_run_as_typed_events() -> None:
         "RunStarted",
         "ModelDelta",
         "ModelDelta",
+        "StepFinished",
         "ToolCallStarted",
         "ToolCallFinished",
         "ModelDelta",
+        "StepFinished",
         "RunFinished",
     ]
     assert all(e.path == ("main",) for e in events)
     assert events[1] == ModelDelta(("main",), "text", "Let me add.")
     assert events[2] == ModelDelta(("main",), "tool_call", '{"a": 1, "b": 2}', "c1")
-    finished = events[4]
+    finished = events[5]
     assert isinstance(finished, ToolCallFinished)
     assert finished.result.text == "3"
     last = events[-1]
     assert isinstance(last, RunFinished)
     assert last.result.output == "3"
+    step = events[3]
+    assert isinstance(step, StepFinished)
+    assert step.steps == 1
+    assert step.usage == last.result.messages[1].usage  # type: ignore[union-attr]
+    assert events[-2] == StepFinished(("main",), 2, last.result.usage, last.result.cost_usd)
     assert isinstance(events[0], RunStarted)
     assert events[0].run_id == last.result.run_id
 

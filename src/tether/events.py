@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from tether.messages import ToolCall, ToolResult
+from tether.messages import ToolCall, ToolResult, Usage
 
 if TYPE_CHECKING:
     from tether.agent import RunResult
@@ -24,6 +24,7 @@ __all__ = [
     "ModelDelta",
     "RunFinished",
     "RunStarted",
+    "StepFinished",
     "TodosUpdated",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -54,6 +55,22 @@ class ModelDelta:
     delta: str
     call_id: str | None = None
     kind: Literal["model_delta"] = "model_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    """A model call came back and was charged.
+
+    `steps`, `usage` and `cost_usd` are the totals so far of the whole run tree (the top
+    run and its subagents): what a progress display shows. `cost_usd` is None when a
+    model's price is unknown.
+    """
+
+    path: AgentPath
+    steps: int
+    usage: Usage
+    cost_usd: float | None
+    kind: Literal["step_finished"] = "step_finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +139,7 @@ class RunFinished:
 Event: TypeAlias = (
     RunStarted
     | ModelDelta
+    | StepFinished
     | ToolCallStarted
     | ToolCallFinished
     | TodosUpdated

@@ -42,6 +42,7 @@ from tether.events import (
     ModelDelta,
     RunFinished,
     RunStarted,
+    StepFinished,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -353,6 +354,10 @@ class _Run:
         state.charge(usage, cost)
         state.steps += 1
         self.budget.count_step()
+        top = state
+        while top.parent is not None:
+            top = top.parent
+        state.emit(StepFinished(state.path, self.budget.root.steps, top.usage, top.cost_usd))
 
     def _warn_unknown_cost(self) -> None:
         """Once a run: a cost limit cannot hold for a model without a price."""

@@ -39,15 +39,24 @@ def _local(name: str) -> Model:
     return LocalModel(name)
 
 
+def _script(path: str) -> Model:
+    from tether.models.scripted import script_file_model
+
+    return script_file_model(path)
+
+
 PROVIDERS: dict[str, Callable[[str], Model]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "openai-chat": _openai_chat,
     "local": _local,
+    "test": _script,
 }
 """Known prefixes. "openai" uses the Responses API, or Chat Completions when
 `OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions;
-"local" runs a model shipped in a package on this machine (`tether.models.local`)."""
+"local" runs a model shipped in a package on this machine (`tether.models.local`);
+"test:<file>" plays a JSON script (`tether.models.scripted.script_file_model`), to drive
+the CLI in tests."""
 
 
 def infer_model(spec: str) -> Model:

@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TypeAlias
 
 from tether.errors import ConfigurationError, ScriptExhaustedError
@@ -27,7 +28,7 @@ from tether.messages import (
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.models.profiles import ModelProfile
 
-__all__ = ["FunctionModel", "ScriptedModel", "Turn"]
+__all__ = ["FunctionModel", "ScriptedModel", "Turn", "script_file_model"]
 
 Turn: TypeAlias = (
     str
@@ -141,6 +142,48 @@ class FunctionModel(_TestModel):
         if inspect.isawaitable(turn):
             turn = await turn
         return turn
+
+
+def script_file_model(path: str) -> FunctionModel:
+    """A model that plays a JSON script file: what `--model test:<file>` gives the CLI.
+
+    The file holds a list of turns, or an object whose keys pick a list by a text found
+    in the conversation's first message (so a subagent gets its own turns; the key ""
+    matches every conversation). A turn is a string (the final answer) or a list of
+    strings and `{"tool": name, "args": {...}}` calls. The turn played is the number of
+    replies the conversation already has, so a run resumed in another process goes on
+    where it stopped.
+    """
+    try:
+        script = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the model script {path!r}: {exc}") from exc
+    scripts = script if isinstance(script, dict) else {"": script}
+    if not scripts or not all(isinstance(v, list) and v for v in scripts.values()):
+        raise ConfigurationError(
+            f"the model script {path!r} must hold a list of turns, or an object of such lists"
+        )
+
+    def play(request: ModelRequest) -> Turn:
+        opening = request.messages[0] if request.messages else None
+        first = opening.text if isinstance(opening, UserMessage) else ""
+        key = next((k for k in scripts if k in first), None)
+        if key is None:
+            raise ScriptExhaustedError(f"no script in {path!r} matches the task {first!r}")
+        turns, played = scripts[key], sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if played >= len(turns):
+            raise ScriptExhaustedError(f"the script {key!r} in {path!r} has no turn {played + 1}")
+        turn = turns[played]
+        if isinstance(turn, str):
+            return turn
+        return [
+            item
+            if isinstance(item, str)
+            else ToolCall(item["tool"], item.get("args", {}), id=f"call_{played}_{i}")
+            for i, item in enumerate(turn)
+        ]
+
+    return FunctionModel(play, name=Path(path).name)
 
 
 def _response(
