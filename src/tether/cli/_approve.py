@@ -1,0 +1,170 @@
+"""Asking a person at the terminal about calls that wait for approval."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.approval import (
+    ApprovalRequest,
+    Approve,
+    Decision,
+    Edit,
+    Reject,
+    Respond,
+    decision_from_json,
+)
+from tether.backends.errors import BackendError
+from tether.backends.filesystem import FilesystemBackend
+from tether.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+__all__ = ["ask", "decisions_from_json"]
+
+_KEYS = {"a": "approve", "e": "edit", "r": "reject", "s": "respond"}
+_LABELS = {
+    "approve": "\\[a]pprove",
+    "edit": "\\[e]dit",
+    "reject": "\\[r]eject",
+    "respond": "re\\[s]pond",
+}
+
+
+def ask(requests: Sequence[ApprovalRequest], console: Console, root: Path) -> list[Decision]:
+    """A decision for each request, asked one by one."""
+    workspace = FilesystemBackend(root)
+    decisions: list[Decision] = []
+    for number, request in enumerate(requests, 1):
+        console.rule(f"[bold]Approval {number} of {len(requests)}: {request.tool}[/]")
+        _show(request, console, workspace)
+        decisions.append(_decide(request, console))
+    return decisions
+
+
+def _syntax(text: str, lexer: str) -> Syntax:
+    from rich.syntax import Syntax
+
+    return Syntax(text, lexer, word_wrap=True, background_color="default")
+
+
+def _show(request: ApprovalRequest, console: Console, workspace: FilesystemBackend) -> None:
+    args = request.args
+    if isinstance(args, str):
+        console.print(args, markup=False)
+        return
+    if request.tool == "execute":
+        console.print(_syntax(f"$ {args.get('command', '')}", "bash"))
+        return
+    diff = _diff(request.tool, args, workspace)
+    if diff is not None:
+        console.print(_syntax(diff, "diff"))
+        return
+    console.print(_syntax(json.dumps(args, indent=2, ensure_ascii=False), "json"))
+
+
+def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> str | None:
+    """The change a write_file or edit_file call would make, as a unified diff."""
+    path = args.get("file_path")
+    if tool not in ("write_file", "edit_file") or not isinstance(path, str):
+        return None
+    try:
+        before = workspace.host(path).read_text(encoding="utf-8")
+    except (BackendError, OSError, UnicodeDecodeError):
+        before = ""
+    if tool == "write_file":
+        after = str(args.get("content", ""))
+    else:
+        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+        if old and old in before:
+            after = before.replace(old, new, -1 if args.get("replace_all") else 1)
+        else:  # the edit will fail; show what it asks for
+            before, after = old, new
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or (
+        f"(no change to {path})\n"
+    )
+
+
+def _decide(request: ApprovalRequest, console: Console) -> Decision:
+    allowed = [kind for kind in _KEYS.values() if kind in request.allowed]
+    question = " ".join(_LABELS[kind] for kind in allowed) + "? "
+    while True:
+        answer = console.input(question).strip().lower()
+        kind = _KEYS.get(answer[:1]) if answer else None
+        if kind in allowed:
+            break
+        console.print(f"[yellow]Answer one of: {', '.join(allowed)}[/]")
+    if kind == "approve":
+        return Approve()
+    if kind == "reject":
+        return Reject(console.input("Why (optional, the agent reads it)? ").strip())
+    if kind == "respond":
+        return Respond(console.input("Reply to the agent instead of running the call: "))
+    return Edit(_edited(request, console))
+
+
+def _edited(request: ApprovalRequest, console: Console) -> dict[str, Any]:
+    args = dict(request.args) if isinstance(request.args, Mapping) else {}
+    if request.tool == "execute":
+        args["command"] = console.input("New command: ")
+        return args
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    text = json.dumps(args, indent=2, ensure_ascii=False)
+    while True:
+        if editor:
+            text = _in_editor(editor, text)
+        else:
+            text = console.input("New arguments, as JSON on one line: ")
+        try:
+            edited = json.loads(text)
+        except ValueError as exc:
+            console.print(f"[red]Not JSON: {exc}[/]")
+            continue
+        if isinstance(edited, dict):
+            return edited
+        console.print("[red]The arguments must be a JSON object[/]")
+
+
+def _in_editor(editor: str, text: str) -> str:
+    with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as handle:
+        handle.write(text)
+    try:
+        subprocess.run([*shlex.split(editor), handle.name], check=False)
+        return Path(handle.name).read_text()
+    finally:
+        os.unlink(handle.name)
+
+
+def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
+    """Decisions written as JSON: a list in the order of the waiting calls, or an object
+    by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
+
+    def one(item: object) -> Decision:
+        if not isinstance(item, Mapping) or item.get("kind") not in _LABELS:
+            raise ConfigurationError(
+                'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
+                f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '
+                f'"message": "..."}}; got {item!r}'
+            )
+        message = str(item.get("message", ""))
+        return decision_from_json(
+            {"kind": item["kind"], "args": item.get("args", {}), "message": message}
+        )
+
+    if isinstance(data, list):
+        return [one(item) for item in data]
+    if isinstance(data, dict):
+        return {str(key): one(value) for key, value in data.items()}
+    raise ConfigurationError(f"decisions must be a JSON list or object, got {data!r}")

@@ -1,0 +1,163 @@
+"""The command's settings, layered: defaults, then the project file (`tether.toml`, or
+`[tool.tether]` in `pyproject.toml`), then `TETHER_*` environment variables, then flags.
+Each value remembers the layer it came from, for `tether config`."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.backends.permissions import Rule
+from tether.errors import ConfigurationError
+from tether.models.resolve import default_model
+
+__all__ = ["ENVIRONMENT", "Loaded", "RuleSettings", "Settings", "load"]
+
+DEFAULT_GATES = {"execute": True, "write_file": True, "edit_file": True}
+ENVIRONMENT = {
+    "TETHER_MODEL": "model",
+    "TETHER_MAX_STEPS": "max_steps",
+    "TETHER_MAX_COST": "max_cost",
+    "TETHER_TIMEOUT": "timeout",
+    "TETHER_SANDBOX": "sandbox",
+    "TETHER_CHECKPOINTER": "checkpointer",
+}
+"""The environment variables read, and the setting each one sets."""
+
+
+class RuleSettings(BaseModel):
+    """One `[[permissions]]` entry: a `tether.backends.permissions.Rule`."""
+
+    model_config = ConfigDict(extra="forbid")
+    operations: list[Literal["read", "write"]]
+    paths: list[str]
+    mode: Literal["allow", "deny"]
+
+    def rule(self) -> Rule:
+        return Rule(self.operations, self.paths, self.mode)
+
+
+class Settings(BaseModel):
+    """Everything `tether run` can be told, with its default."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = None
+    """A "provider:model" string; unset, the first of Claude, GPT, the offline model
+    whose key is set."""
+    max_steps: int | None = Field(200, ge=1)
+    max_cost: float | None = Field(None, gt=0)
+    """In US dollars, subagents included."""
+    timeout: float | None = Field(None, gt=0)
+    """In seconds."""
+    sandbox: bool | Literal["auto"] = "auto"
+    """Run `execute` in the local bubblewrap sandbox: True, False, or "auto" (when
+    bubblewrap works and tether does not run as root)."""
+    network: bool = False
+    """Let sandboxed commands use the network."""
+    skills: list[str] = []
+    memory: list[str] | None = None
+    """Memory files; unset, `/AGENTS.md` when the project has one."""
+    safe_paths: list[str] = []
+    """Globs where write_file and edit_file need no approval."""
+    interrupt_on: dict[str, bool] = Field(default_factory=lambda: dict(DEFAULT_GATES))
+    """Tools whose calls wait for a person's approval (merged over the defaults)."""
+    permissions: list[RuleSettings] = []
+    checkpointer: str = "sqlite:///.tether/runs.db"
+    """Where threads are kept; a relative SQLite path is inside the project."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The settings, where each came from, and the project file read (if any)."""
+
+    settings: Settings
+    sources: dict[str, str]
+    file: Path | None
+
+
+def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) -> Loaded:
+    """The settings for a run in `directory`; `flags` holds the options given (not None)."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    file, table = _project_file(directory)
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if file is not None:
+        layers.append((_describe(file), table))
+    layers.append(("env", {ENVIRONMENT[k]: v for k, v in environ.items() if k in ENVIRONMENT}))
+    layers.append(("flag", flags))
+    for layer, given in layers:
+        for key, value in given.items():
+            merged = value
+            if key == "interrupt_on" and isinstance(value, Mapping):
+                merged = {**values.get("interrupt_on", DEFAULT_GATES), **value}
+            values[key] = merged
+            sources[key] = _source(layer, key)
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigurationError(_explain(exc, sources)) from None
+    if settings.model is None:
+        settings.model = default_model(environ)
+        sources["model"] = "default: " + _why(settings.model)
+    for key in Settings.model_fields:
+        sources.setdefault(key, "default")
+    return Loaded(settings, sources, file)
+
+
+def _project_file(directory: Path) -> tuple[Path | None, dict[str, Any]]:
+    """`tether.toml`, else `pyproject.toml` with a `[tool.tether]` table, else nothing."""
+    for name in ("tether.toml", "pyproject.toml"):
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigurationError(f"cannot read {path}: {exc}") from None
+        if name == "tether.toml":
+            return path, data
+        table = data.get("tool", {}).get("tether")
+        if table is not None:
+            if not isinstance(table, dict):
+                raise ConfigurationError(f"{path}: [tool.tether] must be a table")
+            return path, table
+    return None, {}
+
+
+def _describe(file: Path) -> str:
+    return "pyproject.toml [tool.tether]" if file.name == "pyproject.toml" else file.name
+
+
+def _source(layer: str, key: str) -> str:
+    if layer == "env":
+        return next(f"env {name}" for name, field in ENVIRONMENT.items() if field == key)
+    if layer == "flag":
+        return f"flag --{key.replace('_', '-')}"
+    return layer
+
+
+def _why(model: str) -> str:
+    if model.startswith("anthropic:"):
+        return "ANTHROPIC_API_KEY is set"
+    if model.startswith("openai:"):
+        return "OPENAI_API_KEY is set"
+    return "no API key is set, so the offline model"
+
+
+def _explain(error: ValidationError, sources: Mapping[str, str]) -> str:
+    lines = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"])
+        top = str(problem["loc"][0]) if problem["loc"] else ""
+        origin = sources.get(top, "")
+        if problem["type"] == "extra_forbidden":
+            known = ", ".join(Settings.model_fields)
+            lines.append(f"unknown setting {where!r} ({origin}); known settings: {known}")
+        else:
+            lines.append(f"{where} ({origin}): {problem['msg']}")
+    return "bad configuration: " + "; ".join(lines)

@@ -1,0 +1,307 @@
+"""What the command prints while a run goes on: Rich output for people, one JSON object
+per line for scripts (`--json`), or only the answer (`--quiet`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_core import to_jsonable_python
+
+from tether.events import (
+    ApprovalRequested,
+    Compacted,
+    Event,
+    ModelDelta,
+    RunFinished,
+    StepFinished,
+    TodosUpdated,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from tether.messages import ToolCall, ToolResult, Usage
+from tether.state import Todo
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    from tether.agent import RunResult
+
+__all__ = ["JsonOutput", "Output", "QuietOutput", "RichOutput", "agent_label", "call_line"]
+
+_MAIN_ARGUMENT = {
+    "read_file": "file_path",
+    "write_file": "file_path",
+    "edit_file": "file_path",
+    "ls": "path",
+    "glob": "pattern",
+    "grep": "pattern",
+    "execute": "command",
+    "task": "subagent_type",
+}
+_TODO_MARKS = {"completed": "[green]✔[/]", "in_progress": "[yellow]▶[/]", "pending": "○"}
+
+
+class Output(Protocol):
+    """Where a run's events, notices and errors go."""
+
+    @property
+    def console(self) -> Console | None:
+        """A Rich console for questions (approvals), or None when nobody can be asked."""
+
+    def event(self, event: Event) -> None: ...
+    def notice(self, text: str, *, dim: bool = False) -> None: ...
+    def error(self, text: str) -> None: ...
+    def pause(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def agent_label(path: tuple[str, ...]) -> str:
+    """ "" for the main agent, "researcher#1" for its first researcher subagent."""
+    return "/".join(part.removeprefix("task:") for part in path[1:])
+
+
+def call_line(call: ToolCall, limit: int = 80) -> str:
+    """A call as one short line: the tool and its main argument."""
+    args = call.args
+    if isinstance(args, str):
+        return f"{call.name} (arguments cut off)"
+    key = _MAIN_ARGUMENT.get(call.name)
+    if call.name == "write_todos":
+        detail = f"{len(args.get('todos', []))} items"
+    elif key is not None and key in args:
+        detail = str(args[key])
+        if call.name == "task":
+            detail += ": " + str(args.get("description", ""))
+    else:
+        detail = json.dumps(args, ensure_ascii=False, default=str)
+    detail = " ".join(detail.split())
+    if len(detail) > limit:
+        detail = detail[: limit - 1] + "…"
+    return f"{call.name} {detail}"
+
+
+def result_note(result: ToolResult, limit: int = 100) -> str:
+    """The first line of a failed call's error."""
+    first = next((line for line in result.text.splitlines() if line.strip()), "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def stats(usage: Usage, cost: float | None, steps: int, seconds: float) -> str:
+    price = "cost unknown" if cost is None else f"${cost:.4f}"
+    return f"{steps} steps · {usage.total_tokens:,} tokens · {price} · {seconds:.1f}s"
+
+
+class RichOutput:
+    """Model text as it arrives, one line per tool call, the todo list when it changes,
+    a live footer (steps, tokens, cost, time) on a terminal, and a summary at the end."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(highlight=False)
+        self.started = time.monotonic()
+        self.steps, self.usage, self.cost = 0, Usage(), 0.0
+        self.cost_known = True
+        self.activity = "thinking"
+        self.text = ""
+        self.live: Live | None = None
+        self.spinner: Spinner | None = None
+
+    # -- the footer --------------------------------------------------------------
+
+    def _footer(self) -> RenderableType:
+        from rich.spinner import Spinner
+
+        elapsed = time.monotonic() - self.started
+        price = f"${self.cost:.4f}" if self.cost_known else "cost unknown"
+        line = (
+            f"step {self.steps} · {self.usage.total_tokens:,} tokens · {price} · "
+            f"{elapsed:.0f}s · {self.activity}"
+        )
+        if self.spinner is None:
+            self.spinner = Spinner("dots", style="cyan")
+        self.spinner.update(text=f"[dim]{line}[/]")
+        return self.spinner
+
+    def _show_footer(self) -> None:
+        if self.live is None and self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(
+                get_renderable=self._footer,
+                console=self.console,
+                refresh_per_second=8,
+                transient=True,
+            )
+            self.live.start()
+
+    def pause(self) -> None:
+        """Take the footer away (before a question)."""
+        self._flush()
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def close(self) -> None:
+        self.pause()
+
+    # -- events ------------------------------------------------------------------
+
+    def event(self, event: Event) -> None:
+        self._show_footer()
+        label = agent_label(event.path)
+        if isinstance(event, ModelDelta | StepFinished):
+            self._progress(label, event)
+        elif isinstance(event, ToolCallStarted):
+            self.activity = f"running {call_line(event.call, 40)}"
+        elif isinstance(event, ToolCallFinished):
+            self._tool_line(label, event.call, event.result)
+        elif isinstance(event, TodosUpdated):
+            self._todos(label, event.todos)
+        elif isinstance(event, Compacted):
+            self.console.print(
+                f"[dim]  context compacted ({event.how}): "
+                f"{event.tokens_before:,} → {event.tokens_after:,} tokens[/]"
+            )
+        elif isinstance(event, RunFinished) and not label:
+            self.pause()
+            if event.result.stop_reason != "interrupted":  # questions or a note follow
+                self._summary(event.result)
+        elif isinstance(event, ApprovalRequested):
+            self.pause()
+
+    def _progress(self, label: str, event: ModelDelta | StepFinished) -> None:
+        """The main agent's text, line by line; the footer's numbers after each step."""
+        if isinstance(event, ModelDelta):
+            if event.part == "text" and not label:
+                self.text += event.delta
+                *lines, self.text = self.text.split("\n")
+                for line in lines:
+                    self.console.print(line, markup=False)
+            return
+        self._flush()
+        self.steps, self.usage = event.steps, event.usage
+        self.cost_known = event.cost_usd is not None
+        self.cost = event.cost_usd or 0.0
+        self.activity = "thinking"
+
+    def _flush(self) -> None:
+        if self.text:
+            self.console.print(self.text, markup=False)
+            self.text = ""
+
+    def _tool_line(self, label: str, call: ToolCall, result: ToolResult) -> None:
+        from rich.markup import escape
+
+        self._flush()
+        who = f"[magenta]{escape(label)}[/] " if label else ""
+        if result.is_error:
+            note = escape(result_note(result))
+            self.console.print(f"  {who}[red]✗[/] {escape(call_line(call))} [dim]— {note}[/]")
+        else:
+            self.console.print(f"  {who}[green]✓[/] {escape(call_line(call))}")
+
+    def _todos(self, label: str, todos: tuple[Todo, ...]) -> None:
+        from rich.markup import escape
+
+        self._flush()
+        title = f"Todos ({label})" if label else "Todos"
+        lines = [f"  {_TODO_MARKS[t.status]} {escape(t.content)}" for t in todos]
+        self.console.print(f"[bold]{title}[/]\n" + "\n".join(lines or ["  (empty)"]))
+
+    def _summary(self, result: RunResult[Any]) -> None:
+        from rich.markup import escape
+
+        line = escape(stats(result.usage, result.cost_usd, result.steps, self._elapsed()))
+        style = "green" if result.stop_reason == "completed" else "yellow"
+        if result.stop_reason == "error":
+            style = "red"
+        self.console.print(f"[{style}]● {result.stop_reason}[/] [dim]· {line}[/]")
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def notice(self, text: str, *, dim: bool = False) -> None:
+        self._flush()
+        self.console.print(text, markup=False, style="dim" if dim else None, soft_wrap=True)
+
+    def error(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.pause()
+        self.console.print(f"[bold red]error:[/] {escape(text)}")
+
+
+class QuietOutput:
+    """Only the final answer, on stdout; errors on stderr."""
+
+    def __init__(self, console: Console | None) -> None:
+        self.console = console
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, RunFinished) and len(event.path) == 1:
+            output = event.result.output
+            if output is not None:
+                print(output if isinstance(output, str) else json.dumps(to_jsonable_python(output)))
+
+    def notice(self, text: str, *, dim: bool = False) -> None:
+        if not dim:
+            print(text, file=sys.stderr)
+
+    def error(self, text: str) -> None:
+        print(f"error: {text}", file=sys.stderr)
+
+    def pause(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class JsonOutput:
+    """One JSON object per event on stdout (`{"kind": ..., "path": [...], ...}`); notices
+    and errors go to stderr. The run's end is a `run_finished` object without messages."""
+
+    console = None
+
+    def event(self, event: Event) -> None:
+        data = (
+            finished_json(event.result, event.path)
+            if isinstance(event, RunFinished)
+            else to_jsonable_python(event, bytes_mode="base64")
+        )
+        print(json.dumps(data, ensure_ascii=False), flush=True)
+
+    def notice(self, text: str, *, dim: bool = False) -> None:
+        print(text, file=sys.stderr)
+
+    def error(self, text: str) -> None:
+        print(json.dumps({"kind": "error", "message": text}), flush=True)
+
+    def pause(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def finished_json(result: RunResult[Any], path: tuple[str, ...]) -> Mapping[str, Any]:
+    """A run's end as JSON: how it stopped and what it spent, without the messages."""
+    return {
+        "kind": "run_finished",
+        "path": list(path),
+        "stop_reason": result.stop_reason,
+        "output": to_jsonable_python(result.output),
+        "thread_id": result.thread_id,
+        "steps": result.steps,
+        "usage": to_jsonable_python(result.usage),
+        "cost_usd": result.cost_usd,
+        "todos": to_jsonable_python(result.todos),
+        "interrupts": to_jsonable_python(result.interrupts),
+    }

@@ -1,0 +1,107 @@
+"""`tether threads`, `tether show` and `tether delete`: reading the run records."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from tether.checkpoint.base import Checkpointer, open_checkpointer
+from tether.checkpoint.journal import Thread, replay
+from tether.cli._render import call_line, result_note
+from tether.errors import ConfigurationError
+from tether.messages import AssistantMessage, ToolResultMessage, UserMessage, to_json
+
+__all__ = ["command", "status"]
+
+
+def command(options: argparse.Namespace, url: str) -> int:
+    """Run `threads`, `show` or `delete` on the threads at `url`."""
+    return asyncio.run(_command(options, open_checkpointer(url)))
+
+
+async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> int:
+    try:
+        if options.command == "threads":
+            await _list(checkpointer, options.limit, options.json)
+            return 0
+        if options.command == "delete":
+            if not await checkpointer.delete(options.thread):
+                raise ConfigurationError(f"there is no thread {options.thread}")
+            print(f"deleted {options.thread}")
+            return 0
+        thread = replay(options.thread, await checkpointer.load(options.thread))
+        if not thread.exists:
+            raise ConfigurationError(
+                f"there is no thread {options.thread}; `tether threads` lists them"
+            )
+        print(to_json(thread.messages) if options.json else _conversation(thread))
+        return 0
+    finally:
+        await checkpointer.close()
+
+
+def status(thread: Thread) -> str:
+    """How the thread's last run stands, in a word or three."""
+    if thread.interrupts:
+        return "waiting for approval"
+    if thread.stop_reason is None:
+        return "stopped (resumable)"
+    return thread.stop_reason
+
+
+async def _list(checkpointer: Checkpointer, limit: int, as_json: bool) -> None:
+    infos = (await checkpointer.threads())[: max(limit, 0)]
+    rows: list[dict[str, Any]] = []
+    for info in infos:
+        thread = replay(info.thread_id, await checkpointer.load(info.thread_id))
+        first = next((m.text for m in thread.messages if isinstance(m, UserMessage)), "")
+        rows.append(
+            {
+                "thread_id": info.thread_id,
+                "updated": info.updated,
+                "status": status(thread),
+                "task": " ".join(first.split()),
+            }
+        )
+    if as_json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        return
+    if not rows:
+        print('no threads yet: `tether run "..."` starts one')
+        return
+    for row in rows:
+        task: str = row["task"]
+        task = task if len(task) <= 60 else task[:59] + "…"
+        print(f"{row['thread_id']}  {_ago(row['updated']):>8}  {row['status']:<22} {task}")
+
+
+def _ago(stamp: float) -> str:
+    seconds = max(0, time.time() - stamp)
+    for size, unit in ((86_400, "d"), (3_600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def _conversation(thread: Thread) -> str:
+    """The thread as a person reads it: prompts, answers, and one line per tool call."""
+    lines = [f"# {thread.thread_id} · {status(thread)}"]
+    calls: dict[str, Any] = {}
+    for message in thread.messages:
+        if isinstance(message, UserMessage):
+            lines += ["", f"you: {message.text}"]
+        elif isinstance(message, AssistantMessage):
+            calls.update({c.id: c for c in message.tool_calls})
+            if message.text.strip():
+                lines += ["", f"agent: {message.text.strip()}"]
+        elif isinstance(message, ToolResultMessage):
+            for result in message.results:
+                call = calls.get(result.call_id)
+                shown = call_line(call) if call is not None else result.name
+                mark = f"✗ {shown} — {result_note(result)}" if result.is_error else f"✓ {shown}"
+                lines.append(f"  {mark}")
+    return "\n".join(lines)
