@@ -1,0 +1,308 @@
+"""The `tether` command, driven end to end in subprocesses with a scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+NOTES = {"tool": "write_file", "args": {"file_path": "/NOTES.md", "content": "# Notes\n"}}
+SCRIPT = {
+    "Summarize the README.": ["The README is one heading."],
+    "": [
+        ["Let me look around.", {"tool": "ls", "args": {"path": "/"}}],
+        [
+            {
+                "tool": "write_todos",
+                "args": {
+                    "todos": [
+                        {"content": "read the README", "status": "completed"},
+                        {"content": "write NOTES.md", "status": "in_progress"},
+                    ]
+                },
+            }
+        ],
+        [
+            {
+                "tool": "task",
+                "args": {
+                    "subagent_type": "general-purpose",
+                    "description": "Summarize the README.",
+                },
+            },
+            {"tool": "read_file", "args": {"file_path": "/missing.md"}},
+        ],
+        [NOTES],
+        "I wrote NOTES.md.",
+    ],
+}
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("TETHER_MODEL", None)
+    return {**env, "COLUMNS": "200", **extra}
+
+
+def tether(
+    project: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli", *args],
+        cwd=project,
+        env=env or environment(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo\n")
+    (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
+    return root
+
+
+def model(project: Path, name: str = "script.json") -> str:
+    return f"test:{project.parent / name}"
+
+
+def test_a_run_streams_its_work_and_stops_for_approval_until_resumed(project: Path) -> None:
+    done = tether(project, "run", "--model", model(project), "--no-sandbox", "Write notes.")
+    assert done.returncode == 3, done.stderr
+    out = done.stdout
+    assert "Let me look around." in out
+    assert "✓ ls /" in out
+    assert "▶ write NOTES.md" in out and "✔ read the README" in out
+    assert "✓ task general-purpose: Summarize the README." in out
+    assert "✗ read_file /missing.md — " in out
+    assert "Waiting for approval of 1 call(s):\n  write_file /NOTES.md" in out
+    assert not (project / "NOTES.md").exists()
+    thread = out.split("tether resume ")[1].split()[0]
+
+    listed = tether(project, "threads")
+    assert thread in listed.stdout
+    assert "waiting for approval" in listed.stdout
+    assert "Write notes." in listed.stdout
+
+    waiting = tether(project, "resume", thread, "--model", model(project), "--no-sandbox")
+    assert waiting.returncode == 3  # no terminal and no decision: it says how, and waits
+    assert "--approve" in waiting.stdout
+
+    resumed = tether(project, "resume", thread, "--approve", "--model", model(project))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "✓ write_file /NOTES.md" in resumed.stdout
+    assert "I wrote NOTES.md." in resumed.stdout
+    assert "● completed · 5 steps" in resumed.stdout
+    assert (project / "NOTES.md").read_text() == "# Notes\n"
+
+    shown = tether(project, "show", thread)
+    assert "you: Write notes." in shown.stdout
+    assert "agent: I wrote NOTES.md." in shown.stdout
+    assert "  ✓ write_file /NOTES.md" in shown.stdout
+    history = json.loads(tether(project, "show", thread, "--json").stdout)
+    assert history[0]["content"][0]["text"] == "Write notes."
+
+
+def test_json_output_is_one_event_per_line(project: Path) -> None:
+    done = tether(
+        project, "run", "--json", "--safe", "/NOTES.md", "--model", model(project), "Write notes."
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "run_started"
+    assert {"model_delta", "step_finished", "tool_call_finished", "todos_updated"} <= set(kinds)
+    subagent = [e for e in events if e["path"] != ["main"]]
+    assert subagent and subagent[0]["path"] == ["main", "task:general-purpose#1"]
+    last = events[-1]
+    assert last["kind"] == "run_finished"
+    assert last["stop_reason"] == "completed"
+    assert last["output"] == "I wrote NOTES.md."
+    assert last["thread_id"].startswith("thread_")
+    assert "messages" not in last
+    assert (project / "NOTES.md").exists()  # inside the safe path: no approval asked
+
+
+def test_quiet_prints_only_the_answer(project: Path) -> None:
+    done = tether(
+        project, "run", "-q", "--safe", "/*.md", "--model", model(project), "Write notes."
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "I wrote NOTES.md.\n"
+
+
+def test_a_budget_stop_says_how_to_go_on(project: Path) -> None:
+    done = tether(project, "run", "--max-steps", "2", "--model", model(project), "Write notes.")
+    assert done.returncode == 4
+    assert "● budget" in done.stdout
+    assert "Stopped: a limit (--max-steps or --max-cost) was reached." in done.stdout
+
+
+def test_settings_come_from_the_file_then_the_environment_then_flags(project: Path) -> None:
+    (project / "tether.toml").write_text(
+        'model = "test:from-file.json"\nmax_steps = 7\nmax_cost = 0.5\n'
+        "[interrupt_on]\nwrite_file = false\n"
+        '[[permissions]]\noperations = ["read"]\npaths = ["/secret/**"]\nmode = "deny"\n'
+    )
+    env = environment(TETHER_MAX_COST="1.5", TETHER_MODEL="test:from-env.json")
+    done = tether(project, "config", "--json", "--max-steps", "9", env=env)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    settings, sources = shown["settings"], shown["sources"]
+    assert (settings["max_steps"], sources["max_steps"]) == (9, "flag --max-steps")
+    assert (settings["max_cost"], sources["max_cost"]) == (1.5, "env TETHER_MAX_COST")
+    assert (settings["model"], sources["model"]) == ("test:from-env.json", "env TETHER_MODEL")
+    assert settings["interrupt_on"] == {"execute": True, "write_file": False, "edit_file": True}
+    assert sources["permissions"] == "tether.toml"
+    assert sources["timeout"] == "default"
+    text = tether(project, "config", env=env).stdout
+    assert "max_cost = 1.5" in text and "# env TETHER_MAX_COST" in text
+
+
+def test_pyproject_tool_table_is_read_and_no_key_means_the_offline_model(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.tether]\nmax_steps = 3\n')
+    shown = json.loads(tether(project, "config", "--json").stdout)
+    assert shown["file"].endswith("pyproject.toml")
+    assert shown["sources"]["max_steps"] == "pyproject.toml [tool.tether]"
+    assert shown["settings"]["model"] == "local:smollm2"
+    assert "no API key" in shown["sources"]["model"]
+    keyed = tether(project, "config", "--json", env=environment(OPENAI_API_KEY="sk-test"))
+    assert json.loads(keyed.stdout)["settings"]["model"].startswith("openai:")
+
+
+def test_bad_settings_and_missing_keys_are_errors_a_person_can_act_on(project: Path) -> None:
+    (project / "tether.toml").write_text('max_cost = "lots"\nmax_stpes = 3\n')
+    done = tether(project, "config")
+    assert done.returncode == 2
+    assert "max_cost (tether.toml): Input should be a valid number" in done.stderr
+    assert "unknown setting 'max_stpes' (tether.toml)" in done.stderr
+    (project / "tether.toml").unlink()
+
+    keyless = tether(project, "run", "--model", "anthropic:claude-sonnet-4-5", "hi")
+    assert keyless.returncode == 2
+    assert "ANTHROPIC_API_KEY" in keyless.stdout
+
+    unknown = tether(project, "show", "thread_nope")
+    assert unknown.returncode == 2
+    assert "there is no thread thread_nope" in unknown.stderr
+
+    (project / "tether.toml").write_text("[interrupt_on]\nwirte_file = true\n")
+    typo = tether(project, "run", "--model", model(project), "go")
+    assert typo.returncode == 2
+    assert "interrupt_on names ['wirte_file']" in typo.stdout
+
+
+def test_a_thread_goes_on_with_the_next_task(project: Path) -> None:
+    script = [[{"tool": "ls", "args": {"path": "/"}}], "first", "second"]
+    (project.parent / "two.json").write_text(json.dumps(script))
+    first = tether(project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "a")
+    assert first.stdout == "first\n"
+    again = tether(project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "b")
+    assert again.stdout == "second\n"
+    assert tether(project, "delete", "t1").stdout == "deleted t1\n"
+    assert "no threads yet" in tether(project, "threads").stdout
+
+
+def spawn(project: Path, *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "tether.cli", *args],
+        cwd=str(project),
+        env=environment(),
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 160),
+    )
+
+
+def test_an_approval_session_in_a_terminal_approves_one_call_and_rejects_another(
+    project: Path,
+) -> None:
+    (project / "b.md").write_text("old\n")
+    script = [
+        [
+            {"tool": "write_file", "args": {"file_path": "/a.md", "content": "A\n"}},
+            {
+                "tool": "edit_file",
+                "args": {"file_path": "/b.md", "old_string": "old", "new_string": "new"},
+            },
+        ],
+        "Done with what I was allowed.",
+    ]
+    (project.parent / "approve.json").write_text(json.dumps(script))
+    child = spawn(project, "run", "--no-sandbox", "--model", model(project, "approve.json"), "go")
+    child.expect_exact("Approval 1 of 2: write_file")
+    child.expect_exact("+A")
+    child.expect_exact("re[s]pond? ")
+    child.sendline("a")
+    child.expect_exact("Approval 2 of 2: edit_file")
+    child.expect_exact("-old")
+    child.expect_exact("+new")
+    child.expect_exact("re[s]pond? ")
+    child.sendline("x")
+    child.expect_exact("Answer one of: approve, edit, reject, respond")
+    child.sendline("r")
+    child.expect_exact("Why")
+    child.sendline("keep the old text")
+    child.expect_exact("Done with what I was allowed.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (project / "a.md").read_text() == "A\n"
+    assert (project / "b.md").read_text() == "old\n"
+    shown = tether(project, "show", "--json", _only_thread(project))
+    (rejection,) = [
+        r
+        for m in json.loads(shown.stdout)
+        if m["kind"] == "tool_results"
+        for r in m["results"]
+        if r["is_error"]
+    ]
+    assert "keep the old text" in rejection["content"][0]["text"]
+
+
+def _only_thread(project: Path) -> str:
+    rows = tether(project, "threads", "--json").stdout.splitlines()
+    assert len(rows) == 1
+    thread: Any = json.loads(rows[0])["thread_id"]
+    return str(thread)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox needs bubblewrap")
+def test_ctrl_c_stops_cleanly_and_the_thread_resumes(project: Path) -> None:
+    script = [
+        [{"tool": "execute", "args": {"command": "sleep 30"}}],
+        "Resumed after the stop.",
+    ]
+    (project.parent / "slow.json").write_text(json.dumps(script))
+    child = spawn(project, "run", "--sandbox", "--model", model(project, "slow.json"), "wait")
+    child.expect_exact("Approval 1 of 1: execute")
+    child.expect_exact("re[s]pond? ")
+    child.sendline("a")
+    child.expect_exact("running execute sleep 30")
+    child.kill(signal.SIGINT)
+    child.expect_exact("Stopped. The thread is saved; continue it with: tether resume ")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    thread = _only_thread(project)
+    assert "stopped (resumable)" in tether(project, "threads").stdout
+    resumed = tether(project, "resume", thread, "--sandbox", "--model", model(project, "slow.json"))
+    assert resumed.returncode == 0, resumed.stdout
+    assert "Resumed after the stop." in resumed.stdout
+    shown = tether(project, "show", thread).stdout
+    assert "  ✗ execute sleep 30 — Interrupted" in shown, shown
