@@ -61,6 +61,24 @@ def cold_import(runs: int) -> dict[str, Any]:
     return out
 
 
+def command_start(runs: int) -> dict[str, Any]:
+    """Wall time of `tether --help` in a fresh process, against a fresh process that
+    only imports deepagents (what any deepagents program pays before its first line)."""
+    commands = {
+        "tether": [str(Path(sys.executable).parent / "tether"), "--help"],
+        "deepagents": [SIDES["deepagents"][0], "-c", "import deepagents"],
+    }
+    out = {}
+    for side, command in commands.items():
+        samples = []
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            subprocess.run(command, capture_output=True, check=True)
+            samples.append(time.perf_counter() - started)
+        out[side] = {"ms": scenarios.median_ms(samples[1:])}
+    return out
+
+
 def direct_rg(tree: Path, args: list[str], repeat: int) -> float:
     rg = shutil.which("rg")
     if rg is None:
@@ -163,6 +181,7 @@ def main() -> None:
     runs: dict[str, Any] = {}
     print("cold import", file=sys.stderr, flush=True)
     runs["import"] = cold_import(3 if quick else 9)
+    runs["command"] = command_start(3 if quick else 9)
     runs["construction"] = both("construction", repeat=20)
     runs["prompt"] = both("prompt")
     runs["steps"] = {
@@ -188,6 +207,12 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
     runs = results["runs"]
     rows: list[tuple[str, dict[str, Any], str, str]] = [
         ("cold `import` (ms, median of fresh processes)", runs["import"], "ms", ""),
+        (
+            "`tether --help` vs `python -c 'import deepagents'`, wall (ms)",
+            runs["command"],
+            "ms",
+            "",
+        ),
         ("first agent construction in a process (ms)", runs["construction"], "first_ms", ""),
         ("agent construction, warm (ms)", runs["construction"], "ms", ""),
     ]

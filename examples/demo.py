@@ -1,62 +1,56 @@
-"""`make demo`: a real model drives a real agent through a small file task.
+"""`make demo`: the `tether` command runs a real agent on a copy of this repository.
 
-With ANTHROPIC_API_KEY or OPENAI_API_KEY set it uses Claude or GPT; with neither it
-uses the offline model (SmolLM2-135M on the CPU, from the `local` extra), so it works on
-a fresh machine with no key and no network. The agent writes into a temporary folder.
+With ANTHROPIC_API_KEY or OPENAI_API_KEY set, Claude or GPT reads the repository and
+writes NOTES.md summarizing its layout. With neither, the offline model (SmolLM2-135M on
+the CPU, from the `local` extra) does the task it can: writing one given line to
+NOTES.md. Writes to /NOTES.md need no approval (`--safe`); anything else would ask.
 
     python examples/demo.py [folder]
 """
 
 from __future__ import annotations
 
-import asyncio
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from tether import Limits, RunResult, create_agent
-from tether.backends import FilesystemBackend
-from tether.events import RunFinished, ToolCallFinished, ToolCallStarted
-from tether.models import OFFLINE_NOTICE, default_model
+from tether.cli import main as tether
+from tether.models import default_model
 
-TASK = 'Call write_file with file_path /hello.txt and content "Hello from tether", then finish.'
+REPOSITORY = Path(__file__).resolve().parent.parent
+CAPABLE_TASK = "Read this repository and write NOTES.md summarizing its layout."
+OFFLINE_TASK = (
+    'Call write_file with file_path /NOTES.md and content "Hello from tether", then finish.'
+)
+_SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.whl", "*.db", "bench")
 
 
-async def demo(folder: Path) -> RunResult:
-    model = default_model()
-    print(f"model: {model}" + (f" ({OFFLINE_NOTICE})" if model.startswith("local:") else ""))
-    agent = create_agent(
-        model,
-        backend=FilesystemBackend(folder),
-        limits=Limits(max_steps=8, max_cost_usd=0.10, timeout_seconds=300),
+def demo(folder: Path) -> int:
+    """Copy the repository into `folder`, run the task there; the command's exit code."""
+    shutil.copytree(REPOSITORY, folder, ignore=_SKIPPED, dirs_exist_ok=True)
+    offline = default_model().startswith("local:")
+    task = OFFLINE_TASK if offline else CAPABLE_TASK
+    print(f"$ tether run --safe /NOTES.md --max-steps 40 --max-cost 0.50 {task!r}", flush=True)
+    code = tether(
+        ["-C", str(folder), "run", "--safe", "/NOTES.md", "--max-steps", "40",
+         "--max-cost", "0.50", task]
+    )  # fmt: skip
+    notes = folder / "NOTES.md"
+    print(
+        f"\n--- {notes}:\n{notes.read_text()}" if notes.exists() else f"\n{notes} was not written"
     )
-    print(f"task: {TASK}")
-    result: RunResult | None = None
-    async for event in agent.stream(TASK):
-        if isinstance(event, ToolCallStarted):
-            print(f"  -> {event.call.name}({event.call.args})")
-        elif isinstance(event, ToolCallFinished):
-            print(f"  <- {event.result.text}")
-        elif isinstance(event, RunFinished):
-            result = event.result
-    assert result is not None
-    print(f"answer: {result.output}")
-    print(f"stop reason: {result.stop_reason}, steps: {result.steps}")
-    print(f"tokens: {result.usage.total_tokens}, cost: ${result.cost_usd:.4f}")
-    written = folder / "hello.txt"
-    print(f"{written}: {written.read_text()!r}" if written.exists() else f"{written} missing")
-    return result
+    return code
 
 
-def main() -> None:
+def main() -> int:
     if len(sys.argv) > 1:
         folder = Path(sys.argv[1])
         folder.mkdir(parents=True, exist_ok=True)
-        asyncio.run(demo(folder))
-        return
+        return demo(folder)
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(demo(Path(tmp)))
+        return demo(Path(tmp))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -61,11 +61,17 @@ def test_the_quickstart_runs() -> None:
 
 
 @pytest.mark.slow
-async def test_the_demo_writes_its_file_with_the_offline_model(tmp_path: Path) -> None:
+def test_the_demo_runs_the_command_on_the_offline_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     module = importlib.import_module("demo")
     try:
-        result = await module.demo(tmp_path)
+        code = module.demo(tmp_path)
     finally:
         sys.modules.pop("demo", None)
-    assert result.stop_reason == "completed"
-    assert (tmp_path / "hello.txt").read_text() == "Hello from tether"
+    assert code == 0
+    assert (tmp_path / "NOTES.md").read_text() == "Hello from tether"
+    assert (tmp_path / "src" / "tether" / "cli" / "__init__.py").exists()  # a repository copy
+    shown = capsys.readouterr().out
+    assert "✓ write_file /NOTES.md" in shown
+    assert "● completed" in shown

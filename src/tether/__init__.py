@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from tether.limits import Limits
     from tether.models.prices import Price
     from tether.state import RunState, Todo, ToolContext
-    from tether.tools.tool import Tool, tool
     from tether.tools.task import SubAgent
+    from tether.tools.tool import Tool, tool
 
 __all__ = [
     "Agent",

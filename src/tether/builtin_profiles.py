@@ -29,7 +29,7 @@ Replies, one per turn:
 {"tool": "write_file", "args": {"file_path": "/plan.txt", "content": "Step one"}}
 {"tool": "finish", "args": {"answer": "I wrote /plan.txt."}}""",
     excluded_tools=frozenset({"edit_file", "glob", "grep"}),
-    excluded_capabilities=frozenset({"Todos", "Subagents"}),
+    excluded_capabilities=frozenset({"Todos", "Subagents", "LocalContext"}),
 )
 """Tiny on-device models (`local:`): a short prompt with one worked example (a 135M
 model copies an example far better than it follows a rule), the basic file tools, and

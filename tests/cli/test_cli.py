@@ -86,7 +86,8 @@ def test_a_run_streams_its_work_and_stops_for_approval_until_resumed(project: Pa
     out = done.stdout
     assert "Let me look around." in out
     assert "✓ ls /" in out
-    assert "▶ write NOTES.md" in out and "✔ read the README" in out
+    assert "▶ write NOTES.md" in out
+    assert "✔ read the README" in out
     assert "✓ task general-purpose: Summarize the README." in out
     assert "✗ read_file /missing.md — " in out
     assert "Waiting for approval of 1 call(s):\n  write_file /NOTES.md" in out
@@ -127,7 +128,8 @@ def test_json_output_is_one_event_per_line(project: Path) -> None:
     assert kinds[0] == "run_started"
     assert {"model_delta", "step_finished", "tool_call_finished", "todos_updated"} <= set(kinds)
     subagent = [e for e in events if e["path"] != ["main"]]
-    assert subagent and subagent[0]["path"] == ["main", "task:general-purpose#1"]
+    assert subagent
+    assert subagent[0]["path"] == ["main", "task:general-purpose#1"]
     last = events[-1]
     assert last["kind"] == "run_finished"
     assert last["stop_reason"] == "completed"
@@ -170,7 +172,8 @@ def test_settings_come_from_the_file_then_the_environment_then_flags(project: Pa
     assert sources["permissions"] == "tether.toml"
     assert sources["timeout"] == "default"
     text = tether(project, "config", env=env).stdout
-    assert "max_cost = 1.5" in text and "# env TETHER_MAX_COST" in text
+    assert "max_cost = 1.5" in text
+    assert "# env TETHER_MAX_COST" in text
 
 
 def test_pyproject_tool_table_is_read_and_no_key_means_the_offline_model(project: Path) -> None:
@@ -209,9 +212,13 @@ def test_bad_settings_and_missing_keys_are_errors_a_person_can_act_on(project: P
 def test_a_thread_goes_on_with_the_next_task(project: Path) -> None:
     script = [[{"tool": "ls", "args": {"path": "/"}}], "first", "second"]
     (project.parent / "two.json").write_text(json.dumps(script))
-    first = tether(project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "a")
+    first = tether(
+        project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "a"
+    )
     assert first.stdout == "first\n"
-    again = tether(project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "b")
+    again = tether(
+        project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "b"
+    )
     assert again.stdout == "second\n"
     assert tether(project, "delete", "t1").stdout == "deleted t1\n"
     assert "no threads yet" in tether(project, "threads").stdout

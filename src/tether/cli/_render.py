@@ -110,6 +110,8 @@ class RichOutput:
         self.cost_known = True
         self.activity = "thinking"
         self.text = ""
+        self.said = ""  # the main agent's text in the current step, and the last one
+        self.last_said = ""
         self.live: Live | None = None
         self.spinner: Spinner | None = None
 
@@ -172,6 +174,7 @@ class RichOutput:
         elif isinstance(event, RunFinished) and not label:
             self.pause()
             if event.result.stop_reason != "interrupted":  # questions or a note follow
+                self._answer(event.result.output)
                 self._summary(event.result)
         elif isinstance(event, ApprovalRequested):
             self.pause()
@@ -181,11 +184,14 @@ class RichOutput:
         if isinstance(event, ModelDelta):
             if event.part == "text" and not label:
                 self.text += event.delta
+                self.said += event.delta
                 *lines, self.text = self.text.split("\n")
                 for line in lines:
                     self.console.print(line, markup=False)
             return
         self._flush()
+        if not label:
+            self.last_said, self.said = self.said, ""
         self.steps, self.usage = event.steps, event.usage
         self.cost_known = event.cost_usd is not None
         self.cost = event.cost_usd or 0.0
@@ -214,6 +220,14 @@ class RichOutput:
         title = f"Todos ({label})" if label else "Todos"
         lines = [f"  {_TODO_MARKS[t.status]} {escape(t.content)}" for t in todos]
         self.console.print(f"[bold]{title}[/]\n" + "\n".join(lines or ["  (empty)"]))
+
+    def _answer(self, output: Any) -> None:
+        """The answer, unless it already streamed (some models stream only tool JSON)."""
+        if output is None:
+            return
+        text = output if isinstance(output, str) else json.dumps(to_jsonable_python(output))
+        if text.strip() and text.strip() != self.last_said.strip():
+            self.console.print(text, markup=False)
 
     def _summary(self, result: RunResult[Any]) -> None:
         from rich.markup import escape
