@@ -313,3 +313,15 @@ def test_ctrl_c_stops_cleanly_and_the_thread_resumes(project: Path) -> None:
     assert "Resumed after the stop." in resumed.stdout
     shown = tether(project, "show", thread).stdout
     assert "  ✗ execute sleep 30 — Interrupted" in shown, shown
+
+
+def test_the_readme_settings_example_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("```toml\n# tether.toml\n")[1].split("```")[0]
+    (tmp_path / "tether.toml").write_text(example)
+    (tmp_path / "skills").mkdir()
+    shown = tether(tmp_path, "config", "--json")
+    assert shown.returncode == 0, shown.stderr
+    settings = json.loads(shown.stdout)["settings"]
+    assert settings["interrupt_on"] == {"execute": False, "write_file": True, "edit_file": True}
+    assert settings["permissions"][0]["paths"] == ["/**/.env", "/secrets/**"]

@@ -43,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CODES["usage"]
     from tether.cli._session import dispatch
 
-    return dispatch(options)
+    try:
+        return dispatch(options)
+    except KeyboardInterrupt:  # before a run started: nothing to save
+        print(file=sys.stderr)
+        return EXIT_CODES["cancelled"]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tether.backends.permissions import Rule
 from tether.errors import ConfigurationError
@@ -69,6 +69,14 @@ class Settings(BaseModel):
     permissions: list[RuleSettings] = []
     checkpointer: str = "sqlite:///.tether/runs.db"
     """Where threads are kept; a relative SQLite path is inside the project."""
+
+    @field_validator("safe_paths", "skills", "memory")
+    @classmethod
+    def _absolute(cls, paths: list[str] | None) -> list[str] | None:
+        for path in paths or ():
+            if not path.startswith("/"):
+                raise ValueError(f"paths start at the project's root, '/': write '/{path}'")
+        return paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,7 @@ def _source(layer: str, key: str) -> str:
     if layer == "env":
         return next(f"env {name}" for name, field in ENVIRONMENT.items() if field == key)
     if layer == "flag":
-        return f"flag --{key.replace('_', '-')}"
+        return "flag --safe" if key == "safe_paths" else f"flag --{key.replace('_', '-')}"
     return layer
 
 

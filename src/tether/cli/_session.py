@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from wcmatch import glob as wc
 
+from tether.backends.errors import BackendError
+from tether.backends.paths import clean
 from tether.cli import EXIT_CODES
 from tether.cli._approve import ask
 from tether.cli._config import Loaded, load
@@ -180,8 +182,11 @@ def _gate(tool: str, safe: list[str]) -> bool | dict[str, Any]:
         return True
 
     def outside(args: Any) -> bool:
-        path = args.get("file_path")
-        return not (isinstance(path, str) and wc.globmatch(path, safe, flags=_GLOB))
+        try:  # matched in the form the backend will use: "/notes/../src" is not safe
+            path = clean(args.get("file_path"))
+        except BackendError:
+            return True
+        return not wc.globmatch(path, safe, flags=_GLOB)
 
     return {"when": outside}
 
@@ -222,6 +227,7 @@ def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: O
     agent = build_agent(loaded, directory, output)
     console = output.console
     interactive = console is not None and console.is_terminal and sys.stdin.isatty()
+    to_ask: list[ApprovalRequest] = []  # asked first, where Ctrl-C is handled
     if options.command == "run":
         task = sys.stdin.read() if options.task == "-" else options.task
         thread_id = options.thread or f"thread_{uuid.uuid4().hex[:16]}"
@@ -235,9 +241,12 @@ def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: O
             if console is None or not interactive:
                 _explain_wait(waiting, thread_id, output)
                 return EXIT_CODES["interrupted"]
-            decisions = ask(waiting, console, directory)
+            to_ask = waiting
         events = functools.partial(agent.stream_resume, thread_id, decisions=decisions)
     try:
+        if to_ask and console is not None:
+            answers = ask(to_ask, console, directory)
+            events = functools.partial(agent.stream_resume, thread_id, decisions=answers)
         result = asyncio.run(_consume(events(), output))
         while result.stop_reason == "interrupted" and console is not None and interactive:
             decided = ask(list(result.interrupts), console, directory)

@@ -1,0 +1,40 @@
+"""Settings layering and the approval gates the command builds from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.cli._config import load
+from tether.cli._session import _gate
+from tether.errors import ConfigurationError
+
+
+def test_safe_paths_are_matched_on_the_clean_path() -> None:
+    gate = _gate("write_file", ["/notes/**"])
+    assert isinstance(gate, dict)
+    outside = gate["when"]
+    assert not outside({"file_path": "/notes/today.md"})
+    assert not outside({"file_path": "notes//today.md"})  # cleaned the way the backend does
+    assert outside({"file_path": "/notes/../src/app.py"})  # refused by the backend anyway
+    assert outside({"file_path": "/src/app.py"})
+    assert outside({"file_path": 7})
+    assert _gate("execute", ["/notes/**"]) is True  # commands are always asked about
+    assert _gate("write_file", []) is True
+
+
+def test_paths_in_settings_must_be_absolute(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"safe_paths \(flag --safe\).*'/notes/\*\*'"):
+        load(tmp_path, {}, {"safe_paths": ["notes/**"]})
+    with pytest.raises(ConfigurationError, match="unknown setting 'colour'"):
+        load(tmp_path, {}, {"colour": "red"})
+
+
+def test_a_flag_beats_the_environment_which_beats_the_file(tmp_path: Path) -> None:
+    (tmp_path / "tether.toml").write_text("max_steps = 5\ntimeout = 60\n")
+    loaded = load(tmp_path, {"TETHER_MAX_STEPS": "6", "TETHER_TIMEOUT": "70"}, {"timeout": 80.0})
+    assert loaded.settings.max_steps == 6
+    assert loaded.settings.timeout == 80.0
+    assert loaded.sources["max_steps"] == "env TETHER_MAX_STEPS"
+    assert loaded.sources["timeout"] == "flag --timeout"
