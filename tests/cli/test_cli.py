@@ -197,7 +197,7 @@ def test_bad_settings_and_missing_keys_are_errors_a_person_can_act_on(project: P
 
     keyless = tether(project, "run", "--model", "anthropic:claude-sonnet-4-5", "hi")
     assert keyless.returncode == 2
-    assert "ANTHROPIC_API_KEY" in keyless.stdout
+    assert "ANTHROPIC_API_KEY" in keyless.stderr
 
     unknown = tether(project, "show", "thread_nope")
     assert unknown.returncode == 2
@@ -206,7 +206,7 @@ def test_bad_settings_and_missing_keys_are_errors_a_person_can_act_on(project: P
     (project / "tether.toml").write_text("[interrupt_on]\nwirte_file = true\n")
     typo = tether(project, "run", "--model", model(project), "go")
     assert typo.returncode == 2
-    assert "interrupt_on names ['wirte_file']" in typo.stdout
+    assert "interrupt_on names ['wirte_file']" in typo.stderr
 
 
 def test_a_thread_goes_on_with_the_next_task(project: Path) -> None:

@@ -246,10 +246,11 @@ class RichOutput:
         self.console.print(text, markup=False, style="dim" if dim else None, soft_wrap=True)
 
     def error(self, text: str) -> None:
+        from rich.console import Console
         from rich.markup import escape
 
         self.pause()
-        self.console.print(f"[bold red]error:[/] {escape(text)}")
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(text)}")
 
 
 class QuietOutput:
