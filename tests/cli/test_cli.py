@@ -325,3 +325,20 @@ def test_the_readme_settings_example_is_valid(tmp_path: Path) -> None:
     settings = json.loads(shown.stdout)["settings"]
     assert settings["interrupt_on"] == {"execute": False, "write_file": True, "edit_file": True}
     assert settings["permissions"][0]["paths"] == ["/**/.env", "/secrets/**"]
+
+
+def test_decisions_from_a_file_must_fit_the_waiting_calls(project: Path) -> None:
+    done = tether(project, "run", "--json", "--model", model(project), "Write notes.")
+    assert done.returncode == 3
+    thread = json.loads(done.stdout.splitlines()[-1])["thread_id"]
+    wrong = tether(project, "resume", thread, "--decisions", "-", stdin='[{"kind": "maybe"}]')
+    assert wrong.returncode == 2
+    assert 'a decision is {"kind": "approve"}' in wrong.stderr
+    too_many = tether(project, "resume", thread, "--decisions", "-", stdin="[{}, {}]")
+    assert too_many.returncode == 2
+    edited = '{"call_3_0": {"kind": "edit", "args": {"file_path": "/N2.md", "content": "x"}}}'
+    done = tether(
+        project, "resume", thread, "--decisions", "-", "--model", model(project), stdin=edited
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / "N2.md").read_text() == "x"

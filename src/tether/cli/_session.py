@@ -257,7 +257,9 @@ def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: O
         output.close()
         output.notice(f"Stopped. The thread is saved; continue it with: tether resume {thread_id}")
         return EXIT_CODES["cancelled"]
-    except TetherError as exc:
+    except ConfigurationError:
+        raise  # a bad decision or setting: the thread is as it was
+    except TetherError as exc:  # the run ended in an error
         output.error(str(exc))
         output.notice(
             f'The thread keeps what the run did; go on with: tether run --thread {thread_id} "..."'
@@ -265,6 +267,11 @@ def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: O
         return EXIT_CODES["error"]
     finally:
         output.close()
+    return _ended(result, thread_id, output)
+
+
+def _ended(result: RunResult[Any], thread_id: str, output: Output) -> int:
+    """Say how to go on from a run that did not complete; the exit code."""
     if result.stop_reason == "interrupted":
         _explain_wait(list(result.interrupts), thread_id, output)
     elif result.stop_reason in ("budget", "timeout", "loop"):
