@@ -354,9 +354,7 @@ class _Run:
         state.charge(usage, cost)
         state.steps += 1
         self.budget.count_step()
-        top = state
-        while top.parent is not None:
-            top = top.parent
+        top = state.root
         state.emit(StepFinished(state.path, self.budget.root.steps, top.usage, top.cost_usd))
 
     def _warn_unknown_cost(self) -> None:

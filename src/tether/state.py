@@ -61,6 +61,14 @@ class RunState:
     parent: RunState | None = None
     """The run of the agent that started this one as a subagent."""
 
+    @property
+    def root(self) -> RunState:
+        """The run at the top of the tree (this one, unless it is a subagent's)."""
+        state = self
+        while state.parent is not None:
+            state = state.parent
+        return state
+
     def charge(self, usage: Usage, cost_usd: float | None) -> None:
         """Count one model response: in this run's budget (and so its ancestors'), and
         in the usage and cost of this run and every ancestor run."""

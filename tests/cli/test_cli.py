@@ -130,6 +130,8 @@ def test_json_output_is_one_event_per_line(project: Path) -> None:
     subagent = [e for e in events if e["path"] != ["main"]]
     assert subagent
     assert subagent[0]["path"] == ["main", "task:general-purpose#1"]
+    steps = [e["steps"] for e in events if e["kind"] == "step_finished"]
+    assert steps == list(range(1, 7))  # totals of the tree: the subagent's step counts too
     last = events[-1]
     assert last["kind"] == "run_finished"
     assert last["stop_reason"] == "completed"

@@ -232,14 +232,12 @@ class RichOutput:
     def _summary(self, result: RunResult[Any]) -> None:
         from rich.markup import escape
 
-        line = escape(stats(result.usage, result.cost_usd, result.steps, self._elapsed()))
+        elapsed = time.monotonic() - self.started
+        line = escape(stats(result.usage, result.cost_usd, result.steps, elapsed))
         style = "green" if result.stop_reason == "completed" else "yellow"
         if result.stop_reason == "error":
             style = "red"
         self.console.print(f"[{style}]● {result.stop_reason}[/] [dim]· {line}[/]")
-
-    def _elapsed(self) -> float:
-        return time.monotonic() - self.started
 
     def notice(self, text: str, *, dim: bool = False) -> None:
         self._flush()
