@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
     from tether.approval import ApprovalRequest, Decision
     from tether.backends.base import Backend
+    from tether.checkpoint.journal import Thread
     from tether.events import Event
 
 __all__ = ["dispatch"]
@@ -311,11 +312,11 @@ def _waiting(agent: Agent[Any], thread_id: str) -> list[ApprovalRequest]:
     return [ApprovalRequest(**request) for request in thread.interrupts]
 
 
-def _thread(agent: Agent[Any], thread_id: str) -> Any:
-    async def read() -> Any:
-        return (await agent._open_thread(thread_id))[1]
+def _thread(agent: Agent[Any], thread_id: str) -> Thread:
+    from tether.cli._threads import read
 
-    return asyncio.run(read())
+    assert agent.checkpointer is not None  # build_agent always gives one
+    return asyncio.run(read(agent.checkpointer, thread_id))
 
 
 def _given_decisions(

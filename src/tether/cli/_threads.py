@@ -14,7 +14,7 @@ from tether.cli._render import call_line, result_note
 from tether.errors import ConfigurationError
 from tether.messages import AssistantMessage, ToolResultMessage, UserMessage, to_json
 
-__all__ = ["command", "status"]
+__all__ = ["command", "read", "status"]
 
 
 def command(options: argparse.Namespace, url: str) -> int:
@@ -32,7 +32,7 @@ async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> i
                 raise ConfigurationError(f"there is no thread {options.thread}")
             print(f"deleted {options.thread}")
             return 0
-        thread = replay(options.thread, await checkpointer.load(options.thread))
+        thread = await read(checkpointer, options.thread)
         if not thread.exists:
             raise ConfigurationError(
                 f"there is no thread {options.thread}; `tether threads` lists them"
@@ -41,6 +41,11 @@ async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> i
         return 0
     finally:
         await checkpointer.close()
+
+
+async def read(checkpointer: Checkpointer, thread_id: str) -> Thread:
+    """The thread's state, rebuilt from its records (an empty one if there are none)."""
+    return replay(thread_id, await checkpointer.load(thread_id))
 
 
 def status(thread: Thread) -> str:
@@ -56,7 +61,7 @@ async def _list(checkpointer: Checkpointer, limit: int, as_json: bool) -> None:
     infos = (await checkpointer.threads())[: max(limit, 0)]
     rows: list[dict[str, Any]] = []
     for info in infos:
-        thread = replay(info.thread_id, await checkpointer.load(info.thread_id))
+        thread = await read(checkpointer, info.thread_id)
         first = next((m.text for m in thread.messages if isinstance(m, UserMessage)), "")
         rows.append(
             {
