@@ -76,6 +76,12 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+def scripted(project: Path, name: str, turns: object) -> str:
+    """The model string of a script of `turns`, written beside the project."""
+    (project.parent / name).write_text(json.dumps(turns))
+    return model(project, name)
+
+
 def model(project: Path, name: str = "script.json") -> str:
     return f"test:{project.parent / name}"
 
@@ -213,14 +219,10 @@ def test_bad_settings_and_missing_keys_are_errors_a_person_can_act_on(project: P
 
 def test_a_thread_goes_on_with_the_next_task(project: Path) -> None:
     script = [[{"tool": "ls", "args": {"path": "/"}}], "first", "second"]
-    (project.parent / "two.json").write_text(json.dumps(script))
-    first = tether(
-        project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "a"
-    )
+    two = scripted(project, "two.json", script)
+    first = tether(project, "run", "--thread", "t1", "-q", "--model", two, "a")
     assert first.stdout == "first\n"
-    again = tether(
-        project, "run", "--thread", "t1", "-q", "--model", model(project, "two.json"), "b"
-    )
+    again = tether(project, "run", "--thread", "t1", "-q", "--model", two, "b")
     assert again.stdout == "second\n"
     assert tether(project, "delete", "t1").stdout == "deleted t1\n"
     assert "no threads yet" in tether(project, "threads").stdout
@@ -252,8 +254,8 @@ def test_an_approval_session_in_a_terminal_approves_one_call_and_rejects_another
         ],
         "Done with what I was allowed.",
     ]
-    (project.parent / "approve.json").write_text(json.dumps(script))
-    child = spawn(project, "run", "--no-sandbox", "--model", model(project, "approve.json"), "go")
+    approve = scripted(project, "approve.json", script)
+    child = spawn(project, "run", "--no-sandbox", "--model", approve, "go")
     child.expect_exact("Approval 1 of 2: write_file")
     child.expect_exact("+A")
     child.expect_exact("re[s]pond? ")
@@ -297,8 +299,8 @@ def test_ctrl_c_stops_cleanly_and_the_thread_resumes(project: Path) -> None:
         [{"tool": "execute", "args": {"command": "sleep 30"}}],
         "Resumed after the stop.",
     ]
-    (project.parent / "slow.json").write_text(json.dumps(script))
-    child = spawn(project, "run", "--sandbox", "--model", model(project, "slow.json"), "wait")
+    slow = scripted(project, "slow.json", script)
+    child = spawn(project, "run", "--sandbox", "--model", slow, "wait")
     child.expect_exact("Approval 1 of 1: execute")
     child.expect_exact("re[s]pond? ")
     child.sendline("a")
@@ -310,7 +312,7 @@ def test_ctrl_c_stops_cleanly_and_the_thread_resumes(project: Path) -> None:
     assert child.exitstatus == 130
     thread = _only_thread(project)
     assert "stopped (resumable)" in tether(project, "threads").stdout
-    resumed = tether(project, "resume", thread, "--sandbox", "--model", model(project, "slow.json"))
+    resumed = tether(project, "resume", thread, "--sandbox", "--model", slow)
     assert resumed.returncode == 0, resumed.stdout
     assert "Resumed after the stop." in resumed.stdout
     shown = tether(project, "show", thread).stdout
