@@ -297,6 +297,8 @@ class Agent(Generic[OutputT]):
         deps: Any,
         thread_id: str | None,
         emit: Callable[[Event], None] | None = None,
+        *,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
@@ -326,6 +328,7 @@ class Agent(Generic[OutputT]):
             emit=emit,
             journal=journal,
             thread=thread,
+            run_id=run_id,
         )
 
     def _checkpointer(self) -> Checkpointer:

@@ -90,6 +90,7 @@ async def execute_run(
     journal: Journal | None = None,
     thread: Thread | None = None,
     resume: bool = False,
+    run_id: str | None = None,
 ) -> RunResult[Any]:
     """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt.
 
@@ -97,10 +98,11 @@ async def execute_run(
     charges its usage to the parent, within `budget` (a child of the parent's).
     With a `journal` the run is recorded in its thread; `thread` gives the files and
     todos the thread holds, and with `resume` its unfinished last run is continued.
+    `run_id` names a new run (one is made up otherwise).
     """
     budget = budget or Budget(agent.limits)
     state = RunState(
-        run_id=f"run_{uuid.uuid4().hex[:16]}",
+        run_id=run_id or f"run_{uuid.uuid4().hex[:16]}",
         path=path,
         messages=messages,
         deps=deps,

@@ -2,6 +2,7 @@
 
     tether run "read this repository and write NOTES.md summarizing its layout"
     tether threads | tether show THREAD | tether resume THREAD | tether config
+    tether worker --app agents | tether enqueue NAME TASK | tether status THREAD
 
 Only argparse loads before a command runs, so `tether --help` starts fast; the agent,
 Rich and the model's SDK load when a command needs them.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -41,13 +43,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command is None:
         parser.print_help()
         return EXIT_CODES["usage"]
-    from tether.cli._session import dispatch
-
     try:
+        if options.command in _DURABLE:
+            from tether.cli._durable import command
+
+            return command(options)
+        from tether.cli._session import dispatch
+
         return dispatch(options)
     except KeyboardInterrupt:  # before a run started: nothing to save
         print(file=sys.stderr)
         return EXIT_CODES["cancelled"]
+
+
+_DURABLE = ("worker", "enqueue", "status", "decide")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,19 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         "decide with --approve, --reject or --decisions.",
     )
     resume.add_argument("thread", metavar="THREAD")
-    decide = resume.add_mutually_exclusive_group()
-    decide.add_argument("--approve", action="store_true", help="approve every waiting call")
-    decide.add_argument(
-        "--reject", metavar="REASON", nargs="?", const="", help="reject every waiting call"
-    )
-    decide.add_argument(
-        "--decisions",
-        metavar="FILE",
-        help="decisions as JSON ('-' for standard input): a list in the order of the "
-        'waiting calls, or an object by call id, of {"kind": "approve"}, '
-        '{"kind": "edit", "args": {...}}, {"kind": "reject", "message": "..."} or '
-        '{"kind": "respond", "message": "..."}',
-    )
+    _decision_options(resume)
     _agent_options(resume)
 
     threads = commands.add_parser("threads", help="list the threads, the newest first")
@@ -115,7 +112,79 @@ def _parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--json", action="store_true", help="as a JSON object")
     _setting_options(config)
+    _durable_commands(commands)
     return parser
+
+
+def _durable_commands(commands: Any) -> None:
+    """Durable runs on DBOS workers sharing one Postgres (extra tether[dbos])."""
+    worker = commands.add_parser(
+        "worker",
+        help="work on durable runs (DBOS + Postgres)",
+        description="Import the apps, which construct DurableAgents, and run their queued "
+        "runs until SIGTERM or Ctrl-C. A worker that restarts with the same --executor-id "
+        "recovers the runs it had in progress.",
+    )
+    worker.add_argument(
+        "--app",
+        action="append",
+        required=True,
+        metavar="MODULE[:NAME]",
+        help="a module that constructs DurableAgents (repeatable); found from -C DIR too",
+    )
+    worker.add_argument(
+        "--queue", action="append", metavar="NAME", help="serve only this agent (repeatable)"
+    )
+    worker.add_argument(
+        "--executor-id",
+        metavar="ID",
+        help="this worker's name, unique and the same across its restarts (default: host name)",
+    )
+    worker.add_argument(
+        "--app-version", metavar="V", help="recover only runs of this version (default: tether's)"
+    )
+    enqueue = commands.add_parser("enqueue", help="queue a durable run for a worker")
+    enqueue.add_argument("name", metavar="NAME", help="the DurableAgent's name (its queue)")
+    enqueue.add_argument("task", help="what to do; '-' reads it from standard input")
+    enqueue.add_argument("--thread", metavar="ID", help="the thread to run on (default: new)")
+    enqueue.add_argument("--key", metavar="KEY", help="an idempotency key: enqueue once per key")
+    enqueue.add_argument(
+        "--wait", action="store_true", help="wait until the run ends or waits for a decision"
+    )
+    enqueue.add_argument("--json", action="store_true", help="print JSON")
+    status = commands.add_parser("status", help="where a thread's latest durable run is")
+    status.add_argument("thread", metavar="THREAD")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    decide = commands.add_parser(
+        "decide", help="answer the calls a durable run waits on; a worker continues it"
+    )
+    decide.add_argument("thread", metavar="THREAD")
+    _decision_options(decide)
+    for command in (worker, enqueue, status, decide):
+        command.add_argument(
+            "--database",
+            metavar="URL",
+            help="the Postgres database (default: $TETHER_DATABASE_URL)",
+        )
+        command.add_argument(
+            "--schema", default="dbos", help="the schema of DBOS's tables (default: dbos)"
+        )
+
+
+def _decision_options(command: argparse.ArgumentParser) -> None:
+    decide = command.add_mutually_exclusive_group()
+    decide.add_argument("--approve", action="store_true", help="approve every waiting call")
+    decide.add_argument(
+        "--reject", metavar="REASON", nargs="?", const="", help="reject every waiting call"
+    )
+    decide.add_argument(
+        "--decisions",
+        metavar="FILE",
+        help="decisions as JSON ('-' for standard input): a list in the order of the "
+        'waiting calls, or an object by call id, of {"kind": "approve"}, '
+        '{"kind": "edit", "args": {...}}, {"kind": "reject", "message": "..."} or '
+        '{"kind": "respond", "message": "..."}',
+    )
 
 
 def _agent_options(command: argparse.ArgumentParser) -> None:
