@@ -16,7 +16,7 @@ from tether.messages import ToolCall, ToolResultMessage, UserMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
 
-from .conftest import Crash
+from .conftest import Crash, postgres_url
 
 
 def db(tmp_path: Path) -> str:
@@ -280,3 +280,19 @@ def test_several_processes_write_one_sqlite_file_at_once(tmp_path: Path) -> None
     threads = agent.threads()
     assert len(threads) == 100
     assert all(len(agent.history(t.thread_id)) == 12 for t in threads[:10])
+
+
+def test_sync_runs_on_postgres_do_not_keep_a_connection_each() -> None:
+    import psycopg
+
+    url = postgres_url()
+    agent = create_agent(FunctionModel(lambda request: "ok"), checkpointer=url)
+    with psycopg.connect(url, autocommit=True) as db:
+        before = db.execute("SELECT count(*) FROM pg_stat_activity").fetchone()
+        # Each run() has an event loop of its own, and so a connection of its own.
+        for i in range(30):
+            agent.run("hi", thread_id=f"sync-{i}")
+        after = db.execute("SELECT count(*) FROM pg_stat_activity").fetchone()
+    assert before is not None
+    assert after is not None
+    assert after[0] - before[0] <= 1  # only the last run's connection stays open

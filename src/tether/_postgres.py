@@ -60,6 +60,8 @@ class PostgresDatabase:
     async def _connect(self) -> tuple[psycopg.AsyncConnection[Any], asyncio.Lock]:
         loop = asyncio.get_running_loop()
         found = self._connections.get(loop)
+        if found is None:
+            self._close_orphans()
         if found is None or found[0].closed:
             # Every run of this loop waits for the same connection to open.
             opening = self._opening.get(loop)
@@ -68,6 +70,14 @@ class PostgresDatabase:
             found = await asyncio.shield(opening)
             self._connections[loop] = found
         return found
+
+    def _close_orphans(self) -> None:
+        """Close the connections of event loops that have closed (each `agent.run()`
+        runs its own loop): nothing else would, and the server's slots run out."""
+        for loop, (connection, _) in list(self._connections.items()):
+            if loop.is_closed():
+                del self._connections[loop]
+                connection.pgconn.finish()  # what AsyncConnection.close() does, minus the await
 
     async def _open(self) -> tuple[psycopg.AsyncConnection[Any], asyncio.Lock]:
         connection = await _psycopg().AsyncConnection.connect(self.url, autocommit=True)

@@ -121,6 +121,8 @@ class _Client:
         with self._lock:
             if self._client is None:
                 dbos = _dbos()
+                # Enqueueing may come before any worker ever started: make the tables.
+                dbos.DBOS.migrate(self.database, schema=self.schema)
                 self._client = dbos.DBOSClient(
                     system_database_url=self.database, dbos_system_schema=self.schema
                 )
@@ -143,7 +145,7 @@ class _Client:
         }
         try:
             self.client.enqueue(options, thread_id, run_id, task)  # type: ignore[arg-type]
-        except _dbos().DBOSQueueDeduplicatedError:
+        except _dbos().error.DBOSQueueDeduplicatedError:
             raise ConfigurationError(
                 f"thread {thread_id!r} has a run queued or running already; "
                 "wait for it to finish before giving the thread another task"
