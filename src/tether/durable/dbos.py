@@ -34,7 +34,7 @@ import pydantic
 from pydantic_core import to_jsonable_python
 
 from tether.agent import Agent, OutputT, RunResult, _run_sync
-from tether.approval import ApprovalRequest, Decision, decision_from_json, match_decisions
+from tether.approval import ApprovalRequest, Decision, match_decisions
 from tether.checkpoint.postgres import PostgresCheckpointer
 from tether.errors import ConfigurationError, RunError, TetherError
 from tether.messages import Usage
@@ -51,7 +51,6 @@ DATABASE_VARIABLES = ("TETHER_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL")
 
 State: TypeAlias = Literal["queued", "running", "waiting", "finished", "failed", "cancelled"]
 
-_WAITING = "tether.waiting"  # workflow event: the calls the run waits on, [] when none
 _DECISIONS = "tether.decisions"  # topic of the messages that carry decisions
 _THREAD = "tether.thread"  # workflow attribute: the thread the run belongs to
 _RECV_SECONDS = 3600.0  # a wait is a loop of recvs, so it has no end
@@ -113,6 +112,7 @@ class _Client:
     def __init__(self, database: str | None, schema: str) -> None:
         self.database = database_url(database)
         self.schema = schema
+        self.checkpointer = PostgresCheckpointer(self.database)
         self._client: DBOSClient | None = None
         self._lock = threading.Lock()
 
@@ -135,7 +135,7 @@ class _Client:
             raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
         thread_id = thread_id or f"thread_{uuid.uuid4().hex[:16]}"
         workflow_id = f"{thread_id}:{key or uuid.uuid4().hex[:12]}"
-        run_id = "run_" + hashlib.sha256(workflow_id.encode()).hexdigest()[:16]
+        run_id = _run_id(workflow_id)
         options = {
             "workflow_name": f"tether:{name}",
             "queue_name": name,
@@ -165,14 +165,16 @@ class _Client:
             raise ConfigurationError(f"no durable run of thread {thread_id!r} was enqueued")
         return RunHandle(self, rows[0].workflow_id, thread_id)
 
-    def status(self, workflow_id: str, thread_id: str) -> RunStatus:
-        row = self.client.retrieve_workflow(workflow_id).get_status()
+    async def status(self, workflow_id: str, thread_id: str) -> RunStatus:
+        row = await asyncio.to_thread(
+            lambda: self.client.retrieve_workflow(workflow_id).get_status()
+        )
         state = _STATES.get(row.status, "running")
         base = RunStatus(thread_id, workflow_id, state, executor_id=row.executor_id)
-        if state == "running":
-            waiting = self.client.get_event(workflow_id, _WAITING, timeout_seconds=0)
-            if waiting:
-                return replace(base, state="waiting", interrupts=_requests(waiting))
+        if state == "running":  # the thread's journal tells whether it waits, and on what
+            thread = await self.thread(thread_id)
+            if thread.run_id == _run_id(workflow_id) and thread.interrupts:
+                return replace(base, state="waiting", interrupts=_requests(thread.interrupts))
             return base
         if state == "finished":
             summary: dict[str, Any] = row.output or {}
@@ -186,8 +188,26 @@ class _Client:
             return replace(base, error=str(row.error))
         return base
 
-    def send(self, workflow_id: str, decisions: dict[str, dict[str, Any]]) -> None:
-        self.client.send(workflow_id, decisions, _DECISIONS)
+    async def thread(self, thread_id: str) -> Thread:
+        from tether.checkpoint.journal import replay
+
+        return replay(thread_id, await self.checkpointer.load(thread_id))
+
+    async def decide(
+        self, status: RunStatus, decisions: Sequence[Decision] | Mapping[str, Decision]
+    ) -> None:
+        """Record the decisions in the thread, then wake the workflow: from then on the
+        run no longer waits, in every process's view."""
+        from tether.checkpoint.journal import Journal
+
+        if status.state != "waiting":
+            raise ConfigurationError(
+                f"the run of thread {status.thread_id!r} is {status.state}, "
+                "not waiting for a decision"
+            )
+        chosen = match_decisions([asdict(r) for r in status.interrupts], decisions)
+        await Journal(self.checkpointer, status.thread_id).decided(chosen)
+        await asyncio.to_thread(self.client.send, status.workflow_id, chosen, _DECISIONS)
 
 
 class RunHandle:
@@ -204,18 +224,21 @@ class RunHandle:
         self.workflow_id = workflow_id
         self.thread_id = thread_id
         self._durable = durable
-        self._decided: set[str] = set()
 
     def __repr__(self) -> str:
         return f"RunHandle(thread_id={self.thread_id!r}, workflow_id={self.workflow_id!r})"
 
     def status(self) -> RunStatus:
         """Where the run is now."""
-        return self._client.status(self.workflow_id, self.thread_id)
+        return _run_sync(self.astatus)
+
+    async def astatus(self) -> RunStatus:
+        """`status` for async code."""
+        return await self._client.status(self.workflow_id, self.thread_id)
 
     def wait(self, timeout: float | None = None, poll_seconds: float = 0.2) -> RunStatus:
-        """Wait until the run finishes or waits for a decision (one not yet given through
-        this handle); TimeoutError after `timeout` seconds."""
+        """Wait until the run finishes or waits for a decision; TimeoutError after
+        `timeout` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = self.status()
@@ -228,7 +251,7 @@ class RunHandle:
     async def await_status(self, poll_seconds: float = 0.2) -> RunStatus:
         """`wait` for async code (bound it with `asyncio.timeout`)."""
         while True:
-            status = await asyncio.to_thread(self.status)
+            status = await self.astatus()
             if self._settled(status):
                 return status
             await asyncio.sleep(poll_seconds)
@@ -243,10 +266,9 @@ class RunHandle:
         """`result` for async code (bound it with `asyncio.timeout`)."""
         return await self._result(await self.await_status())
 
-    def _settled(self, status: RunStatus) -> bool:
-        if status.state == "waiting":
-            return not {r.call_id for r in status.interrupts} <= self._decided
-        return status.state in ("finished", "failed", "cancelled")
+    @staticmethod
+    def _settled(status: RunStatus) -> bool:
+        return status.state in ("waiting", "finished", "failed", "cancelled")
 
     async def _result(self, status: RunStatus) -> RunResult[Any]:
         if status.state == "failed":
@@ -258,23 +280,19 @@ class RunHandle:
     def decide(self, decisions: Sequence[Decision] | Mapping[str, Decision]) -> None:
         """Answer the calls the run waits on (a list in their order, or by call id); a
         worker then continues the run."""
-        status = self.status()
-        if status.state != "waiting":
-            raise ConfigurationError(
-                f"the run of thread {self.thread_id!r} is {status.state}, "
-                "not waiting for a decision"
-            )
-        chosen = match_decisions([asdict(r) for r in status.interrupts], decisions)
-        self._client.send(self.workflow_id, chosen)
-        self._decided.update(chosen)
+        _run_sync(lambda: self.adecide(decisions))
+
+    async def adecide(self, decisions: Sequence[Decision] | Mapping[str, Decision]) -> None:
+        """`decide` for async code."""
+        await self._client.decide(await self.astatus(), decisions)
 
 
 class DurableAgent(Generic[OutputT]):
     """`agent`, run as DBOS workflows on the queue `name` by `tether worker` processes.
 
     Construct it at import time of a module every worker imports (`tether worker --app
-    module`): that registers its workflow. Its runs are recorded by a Postgres
-    checkpointer on `database` (unless the agent has a Postgres checkpointer already).
+    module`): that registers its workflow. Its threads are recorded in `database` too,
+    whatever checkpointer the agent has: every worker and client reads them there.
     `concurrency` caps the runs in progress across all workers, `worker_concurrency`
     those in one worker, and `limiter=(n, seconds)` starts at most n runs a period.
     """
@@ -309,10 +327,7 @@ class DurableAgent(Generic[OutputT]):
             raise ConfigurationError(f"limiter must be (runs, seconds), got {limiter!r}")
         self._client = _Client(database, schema)
         self.database = self._client.database
-        checkpointer = agent.checkpointer
-        if not isinstance(checkpointer, PostgresCheckpointer):
-            checkpointer = PostgresCheckpointer(self.database)
-        self.agent: Agent[OutputT] = replace(agent, checkpointer=checkpointer)
+        self.agent: Agent[OutputT] = replace(agent, checkpointer=self._client.checkpointer)
         self.name = name
         self.concurrency = concurrency
         self.worker_concurrency = worker_concurrency
@@ -356,42 +371,26 @@ class DurableAgent(Generic[OutputT]):
     async def _workflow(self, thread_id: str, run_id: str, task: str) -> dict[str, Any]:
         DBOS = _dbos().DBOS
         summary: dict[str, Any]
-        summary = await DBOS.run_step_async(_STEP, self._advance, thread_id, run_id, task, None)
+        summary = await DBOS.run_step_async(_STEP, self._advance, thread_id, run_id, task)
         while summary["stop_reason"] == "interrupted":
-            await DBOS.set_event_async(_WAITING, summary["interrupts"])
-            decisions = await DBOS.recv_async(_DECISIONS, timeout_seconds=_RECV_SECONDS)
-            if decisions is not None:
-                await DBOS.set_event_async(_WAITING, [])
-                summary = await DBOS.run_step_async(
-                    _STEP, self._advance, thread_id, run_id, None, decisions
-                )
+            # `decide` records the decisions in the thread, then sends this wake-up.
+            if await DBOS.recv_async(_DECISIONS, timeout_seconds=_RECV_SECONDS) is not None:
+                summary = await DBOS.run_step_async(_STEP, self._advance, thread_id, run_id, None)
         return summary
 
-    async def _advance(
-        self,
-        thread_id: str,
-        run_id: str,
-        task: str | None,
-        decisions: dict[str, dict[str, Any]] | None,
-    ) -> dict[str, Any]:
+    async def _advance(self, thread_id: str, run_id: str, task: str | None) -> dict[str, Any]:
         """Take the run on from where its thread's journal left it; a summary of where
         it stopped. Running this again after a crash continues, it never repeats."""
         agent = self.agent
         try:
-            _, thread = await agent._open_thread(thread_id)
+            thread = await self._client.thread(thread_id)
             if thread.run_id != run_id:
                 if task is None:
                     raise ConfigurationError(f"thread {thread_id!r} has no run {run_id!r}")
                 result = await agent._execute(task, None, None, thread_id, run_id=run_id)
-            elif thread.interrupts:
-                waiting = {r["call_id"] for r in thread.interrupts}
-                if decisions is None or set(decisions) != waiting:
-                    return _thread_summary(thread)  # still waiting (these answer older calls)
-                chosen = {k: decision_from_json(v) for k, v in decisions.items()}
-                result = await agent._resume(thread_id, chosen, None)
-            elif thread.unfinished:
+            elif thread.unfinished and not thread.interrupts:  # killed, or decided
                 result = await agent._resume(thread_id, None, None)
-            else:
+            else:  # still waiting, or finished before the step's end was recorded
                 return _thread_summary(thread)
         except TetherError as exc:
             partial = exc.result
@@ -414,7 +413,7 @@ class DurableAgent(Generic[OutputT]):
         )
 
     async def _result(self, status: RunStatus) -> RunResult[OutputT]:
-        _, thread = await self.agent._open_thread(status.thread_id)
+        thread = await self._client.thread(status.thread_id)
         if status.state == "waiting":
             stop_reason, interrupts = "interrupted", status.interrupts
         elif status.state == "cancelled":
@@ -572,6 +571,11 @@ def _thread_summary(thread: Thread) -> dict[str, Any]:
         cost_usd=thread.cost_usd,
         steps=thread.steps,
     )
+
+
+def _run_id(workflow_id: str) -> str:
+    """The id of the run a workflow makes: the same in every process that computes it."""
+    return "run_" + hashlib.sha256(workflow_id.encode()).hexdigest()[:16]
 
 
 def _requests(data: Sequence[Mapping[str, Any]]) -> tuple[ApprovalRequest, ...]:
