@@ -18,9 +18,12 @@ import psycopg
 import pytest
 
 from tests.conftest import postgres_url
+from tether import create_agent
 from tether.approval import Approve
-from tether.durable.dbos import status_of_thread
+from tether.durable.dbos import DurableAgent, _Client, status_of_thread
+from tether.errors import ConfigurationError
 from tether.messages import ToolResultMessage
+from tether.models.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,3 +198,59 @@ def test_a_waiting_run_survives_its_worker_and_resumes_on_decisions(
     assert logged == [(0,), (2,)]
     ran = query(apps, "SELECT count(*) FROM durable_runs WHERE key LIKE 'gate-1:%%'")
     assert ran == [(2,)]
+
+
+def test_misuse_is_a_clear_error(apps: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = create_agent(ScriptedModel(["ok"]))
+    with pytest.raises(ConfigurationError, match="Postgres URL"):
+        DurableAgent(agent, name="lite", database="sqlite:///runs.db")
+    with pytest.raises(ConfigurationError, match="exists in this process"):
+        DurableAgent(agent, name="jobs", schema=apps.SCHEMA)
+    with pytest.raises(ConfigurationError, match="worker_concurrency must be"):
+        DurableAgent(agent, name="bad", worker_concurrency=0)
+    with pytest.raises(ConfigurationError, match="non-empty string"):
+        apps.jobs.enqueue("  ")
+    with pytest.raises(ConfigurationError, match="no durable run of thread"):
+        apps.jobs.handle("never-enqueued")
+    # No worker serves the queue here, so the run stays queued.
+    queued = apps.jobs.enqueue("wait", thread_id="busy")
+    try:
+        assert queued.status().state == "queued"
+        with pytest.raises(ConfigurationError, match="has a run queued or running"):
+            apps.jobs.enqueue("again", thread_id="busy")
+        with pytest.raises(ConfigurationError, match="is queued, not waiting"):
+            queued.decide([Approve()])
+        with pytest.raises(TimeoutError, match="still queued"):
+            queued.wait(timeout=0.3)
+    finally:
+        _Client(None, apps.SCHEMA).client.cancel_workflow(queued.workflow_id)
+    assert queued.status().state == "cancelled"
+    monkeypatch.delenv("TETHER_DATABASE_URL")
+    monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="TETHER_DATABASE_URL"):
+        DurableAgent(agent, name="nowhere")
+
+
+def test_the_commands_explain_what_is_wrong(apps: ModuleType) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    base = [sys.executable, "-m", "tether.cli", "-C", str(ROOT)]
+    unknown = subprocess.run(
+        [*base, "status", "no-such-thread", "--schema", apps.SCHEMA],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode == 2
+    assert "no durable run of thread 'no-such-thread'" in unknown.stderr
+    wrong_queue = subprocess.run(
+        [*base, "worker", "--app", "tests.durable.apps", "--queue", "nope"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong_queue.returncode == 2
+    assert "no durable agent serves the queue(s) nope; the apps define: gated, jobs" in (
+        wrong_queue.stderr
+    )
