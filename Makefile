@@ -56,6 +56,7 @@ $(BENCH_STAMP): bench/requirements-deepagents.txt
 bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/local_model.py 20
+	$(BIN)/python bench/durable.py 200
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
