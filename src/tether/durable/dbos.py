@@ -44,7 +44,15 @@ if TYPE_CHECKING:
 
     from tether.checkpoint.journal import Thread
 
-__all__ = ["DurableAgent", "RunHandle", "RunStatus", "serve", "status_of_thread"]
+__all__ = [
+    "DurableAgent",
+    "RunHandle",
+    "RunStatus",
+    "decide",
+    "enqueue",
+    "serve",
+    "status_of_thread",
+]
 
 DATABASE_VARIABLES = ("TETHER_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL")
 """Where the database URL is looked for when none is given, in order."""
