@@ -247,36 +247,36 @@ class RunHandle:
     def wait(self, timeout: float | None = None, poll_seconds: float = 0.2) -> RunStatus:
         """Wait until the run finishes or waits for a decision; TimeoutError after
         `timeout` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            status = self.status()
-            if self._settled(status):
-                return status
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"the run of thread {self.thread_id!r} is still {status.state}")
-            time.sleep(poll_seconds)
+        return _run_sync(lambda: self._wait(timeout, poll_seconds))
 
     async def await_status(self, poll_seconds: float = 0.2) -> RunStatus:
         """`wait` for async code (bound it with `asyncio.timeout`)."""
-        while True:
-            status = await self.astatus()
-            if self._settled(status):
-                return status
-            await asyncio.sleep(poll_seconds)
+        return await self._wait(None, poll_seconds)
 
     def result(self, timeout: float | None = None) -> RunResult[Any]:
         """The run's result once it finishes, or stops to wait for a decision
         (`stop_reason == "interrupted"`, with its `interrupts`). A run whose workflow
         failed raises RunError."""
-        return _run_sync(lambda: self._result(self.wait(timeout)))
+
+        async def waited() -> RunResult[Any]:
+            return await self._result(await self._wait(timeout, 0.2))
+
+        return _run_sync(waited)
 
     async def aresult(self) -> RunResult[Any]:
         """`result` for async code (bound it with `asyncio.timeout`)."""
-        return await self._result(await self.await_status())
+        return await self._result(await self._wait(None, 0.2))
 
-    @staticmethod
-    def _settled(status: RunStatus) -> bool:
-        return status.state in ("waiting", "finished", "failed", "cancelled")
+    async def _wait(self, seconds: float | None, poll_seconds: float) -> RunStatus:
+        """Poll on one event loop (and so one connection) until the run settles."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            status = await self.astatus()
+            if status.state in ("waiting", "finished", "failed", "cancelled"):
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"the run of thread {self.thread_id!r} is still {status.state}")
+            await asyncio.sleep(poll_seconds)
 
     async def _result(self, status: RunStatus) -> RunResult[Any]:
         if status.state == "failed":
