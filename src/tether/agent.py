@@ -343,10 +343,10 @@ class Agent(Generic[OutputT]):
         """The thread's journal and its state rebuilt from the checkpointer."""
         if not isinstance(thread_id, str) or not thread_id.strip():
             raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
-        from tether.checkpoint.journal import Journal, replay
+        from tether.checkpoint.journal import Journal, read_thread
 
         checkpointer = self._checkpointer()
-        thread = replay(thread_id, await checkpointer.load(thread_id))
+        thread = await read_thread(checkpointer, thread_id)
         journal = Journal(checkpointer, thread_id)
         journal.adopt(thread)
         return journal, thread

@@ -26,11 +26,12 @@ from typing import Any
 
 import pydantic
 
+from tether.approval import ApprovalRequest
 from tether.checkpoint.base import Checkpointer, Record
 from tether.messages import AssistantMessage, Message, ToolResult, Usage, from_json, to_json
 from tether.state import RunState, Todo
 
-__all__ = ["Journal", "Thread", "replay"]
+__all__ = ["Journal", "Thread", "read_thread", "replay"]
 
 
 @functools.cache
@@ -142,6 +143,14 @@ class Thread:
     """Decisions given for the waiting calls, by call id."""
 
     @property
+    def requests(self) -> tuple[ApprovalRequest, ...]:
+        """The calls waiting for a decision."""
+        return tuple(
+            ApprovalRequest(r["call_id"], r["tool"], r["args"], tuple(r["allowed"]))
+            for r in self.interrupts
+        )
+
+    @property
     def exists(self) -> bool:
         return self.run_id is not None
 
@@ -157,6 +166,11 @@ class Thread:
             last = self.messages[-1]
             return last if last.tool_calls else None
         return None
+
+
+async def read_thread(checkpointer: Checkpointer, thread_id: str) -> Thread:
+    """The thread as the checkpointer holds it (an empty one if it has no records)."""
+    return replay(thread_id, await checkpointer.load(thread_id))
 
 
 def replay(thread_id: str, records: Sequence[Record]) -> Thread:

@@ -304,19 +304,17 @@ def _check_startable(agent: Agent[Any], thread_id: str) -> None:
 
 def _waiting(agent: Agent[Any], thread_id: str) -> list[ApprovalRequest]:
     """The calls of the thread that wait for a decision."""
-    from tether.approval import ApprovalRequest
-
     thread = _thread(agent, thread_id)
     if not thread.exists:
         raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
-    return [ApprovalRequest(**request) for request in thread.interrupts]
+    return list(thread.requests)
 
 
 def _thread(agent: Agent[Any], thread_id: str) -> Thread:
-    from tether.cli._threads import read
+    from tether.checkpoint.journal import read_thread
 
     assert agent.checkpointer is not None  # build_agent always gives one
-    return asyncio.run(read(agent.checkpointer, thread_id))
+    return asyncio.run(read_thread(agent.checkpointer, thread_id))
 
 
 def _given_decisions(

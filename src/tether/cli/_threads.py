@@ -9,12 +9,12 @@ import time
 from typing import Any
 
 from tether.checkpoint.base import Checkpointer, open_checkpointer
-from tether.checkpoint.journal import Thread, replay
+from tether.checkpoint.journal import Thread, read_thread
 from tether.cli._render import call_line, result_note
 from tether.errors import ConfigurationError
 from tether.messages import AssistantMessage, ToolResultMessage, UserMessage, to_json
 
-__all__ = ["command", "read", "status"]
+__all__ = ["command", "status"]
 
 
 def command(options: argparse.Namespace, url: str) -> int:
@@ -32,7 +32,7 @@ async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> i
                 raise ConfigurationError(f"there is no thread {options.thread}")
             print(f"deleted {options.thread}")
             return 0
-        thread = await read(checkpointer, options.thread)
+        thread = await read_thread(checkpointer, options.thread)
         if not thread.exists:
             raise ConfigurationError(
                 f"there is no thread {options.thread}; `tether threads` lists them"
@@ -41,11 +41,6 @@ async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> i
         return 0
     finally:
         await checkpointer.close()
-
-
-async def read(checkpointer: Checkpointer, thread_id: str) -> Thread:
-    """The thread's state, rebuilt from its records (an empty one if there are none)."""
-    return replay(thread_id, await checkpointer.load(thread_id))
 
 
 def status(thread: Thread) -> str:
@@ -61,7 +56,7 @@ async def _list(checkpointer: Checkpointer, limit: int, as_json: bool) -> None:
     infos = (await checkpointer.threads())[: max(limit, 0)]
     rows: list[dict[str, Any]] = []
     for info in infos:
-        thread = await read(checkpointer, info.thread_id)
+        thread = await read_thread(checkpointer, info.thread_id)
         first = next((m.text for m in thread.messages if isinstance(m, UserMessage)), "")
         rows.append(
             {

@@ -182,7 +182,7 @@ class _Client:
         if state == "running":  # the thread's journal tells whether it waits, and on what
             thread = await self.thread(thread_id)
             if thread.run_id == _run_id(workflow_id) and thread.interrupts:
-                return replace(base, state="waiting", interrupts=_requests(thread.interrupts))
+                return replace(base, state="waiting", interrupts=thread.requests)
             return base
         if state == "finished":
             summary: dict[str, Any] = row.output or {}
@@ -197,9 +197,9 @@ class _Client:
         return base
 
     async def thread(self, thread_id: str) -> Thread:
-        from tether.checkpoint.journal import replay
+        from tether.checkpoint.journal import read_thread
 
-        return replay(thread_id, await self.checkpointer.load(thread_id))
+        return await read_thread(self.checkpointer, thread_id)
 
     async def decide(
         self, status: RunStatus, decisions: Sequence[Decision] | Mapping[str, Decision]
@@ -405,7 +405,6 @@ class DurableAgent(Generic[OutputT]):
             return _summary(
                 "error",
                 output=None,
-                interrupts=(),
                 usage=partial.usage if partial else Usage(),
                 cost_usd=partial.cost_usd if partial else 0.0,
                 steps=partial.steps if partial else 0,
@@ -414,7 +413,6 @@ class DurableAgent(Generic[OutputT]):
         return _summary(
             result.stop_reason,
             output=to_jsonable_python(result.output),
-            interrupts=result.interrupts,
             usage=result.usage,
             cost_usd=result.cost_usd,
             steps=result.steps,
@@ -552,7 +550,6 @@ def _summary(
     stop_reason: str,
     *,
     output: Any,
-    interrupts: Sequence[ApprovalRequest],
     usage: Usage,
     cost_usd: float | None,
     steps: int,
@@ -561,7 +558,6 @@ def _summary(
     return {
         "stop_reason": stop_reason,
         "output": output,
-        "interrupts": [asdict(r) | {"allowed": list(r.allowed)} for r in interrupts],
         "usage": pydantic.TypeAdapter(Usage).dump_python(usage, mode="json"),
         "cost_usd": cost_usd,
         "steps": steps,
@@ -574,7 +570,6 @@ def _thread_summary(thread: Thread) -> dict[str, Any]:
     return _summary(
         stop_reason,
         output=thread.output,
-        interrupts=_requests(thread.interrupts),
         usage=thread.usage,
         cost_usd=thread.cost_usd,
         steps=thread.steps,
@@ -584,9 +579,3 @@ def _thread_summary(thread: Thread) -> dict[str, Any]:
 def _run_id(workflow_id: str) -> str:
     """The id of the run a workflow makes: the same in every process that computes it."""
     return "run_" + hashlib.sha256(workflow_id.encode()).hexdigest()[:16]
-
-
-def _requests(data: Sequence[Mapping[str, Any]]) -> tuple[ApprovalRequest, ...]:
-    return tuple(
-        ApprovalRequest(r["call_id"], r["tool"], r["args"], tuple(r["allowed"])) for r in data
-    )
