@@ -1,20 +1,15 @@
-"""glob and grep give the same results with ripgrep and with the pure-Python walk."""
+"""glob and grep give the same results on a real directory and in memory: one search
+code and one regex dialect for every backend."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tether.backends import FilesystemBackend
+from tether.backends import FilesystemBackend, StateBackend
 
 from .conftest import call_tool
-
-if shutil.which("rg") is None:
-    # CI installs ripgrep (make test); elsewhere the parity cannot be checked.
-    pytestmark = pytest.mark.skipif(not os.environ.get("CI"), reason="rg is not installed")
 
 
 @pytest.fixture
@@ -67,34 +62,47 @@ GREPS = [
 ]
 
 
+def _in_memory(tree: Path) -> StateBackend:
+    """The files the FilesystemBackend searches (no .git, no symlinks), in memory."""
+    files = {}
+    for path in sorted(tree.rglob("*")):
+        relative = path.relative_to(tree)
+        if path.is_file() and not path.is_symlink() and ".git" not in relative.parts:
+            files["/" + relative.as_posix()] = (path.read_bytes(), 0.0)
+    return StateBackend(files)
+
+
 @pytest.mark.parametrize(("pattern", "path"), GLOBS)
-async def test_glob_is_the_same_with_and_without_rg(tree: Path, pattern: str, path: str) -> None:
-    with_rg = await call_tool(
-        FilesystemBackend(tree, use_ripgrep=True), "glob", pattern=pattern, path=path
-    )
-    without = await call_tool(
-        FilesystemBackend(tree, use_ripgrep=False), "glob", pattern=pattern, path=path
-    )
-    assert with_rg.text == without.text
-    assert ".git/" not in with_rg.text
-    assert "/src/link.py" not in with_rg.text  # symlinks are not followed by either
+async def test_glob_is_the_same_on_disk_and_in_memory(tree: Path, pattern: str, path: str) -> None:
+    on_disk = await call_tool(FilesystemBackend(tree), "glob", pattern=pattern, path=path)
+    in_memory = await call_tool(_in_memory(tree), "glob", pattern=pattern, path=path)
+    assert on_disk.text == in_memory.text
+    assert ".git/" not in on_disk.text
+    assert "/src/link.py" not in on_disk.text  # symlinks are not followed
 
 
 @pytest.mark.parametrize("args", GREPS, ids=[str(g) for g in GREPS])
-async def test_grep_is_the_same_with_and_without_rg(tree: Path, args: dict[str, object]) -> None:
-    with_rg = await call_tool(FilesystemBackend(tree, use_ripgrep=True), "grep", **args)
-    without = await call_tool(FilesystemBackend(tree, use_ripgrep=False), "grep", **args)
-    assert with_rg.text == without.text
-    assert "blob.bin" not in with_rg.text  # binary files are skipped
+async def test_grep_is_the_same_on_disk_and_in_memory(tree: Path, args: dict[str, object]) -> None:
+    on_disk = await call_tool(FilesystemBackend(tree), "grep", **args)
+    in_memory = await call_tool(_in_memory(tree), "grep", **args)
+    assert on_disk.text == in_memory.text
+    assert "blob.bin" not in on_disk.text  # binary files are skipped
 
 
 async def test_the_tree_is_searched_whole(tree: Path) -> None:
-    for rg in (True, False):
-        found = await call_tool(FilesystemBackend(tree, use_ripgrep=rg), "grep", pattern="TODO")
-        assert found.text.split("\n") == [
-            "/README.md",
-            "/deep/a/b/c/d/e.py",
-            "/node_modules/pkg/index.js",  # .gitignore does not hide files from the agent
-            "/src/app.py",
-            "/src/util/helpers.py",
-        ]
+    found = await call_tool(FilesystemBackend(tree), "grep", pattern="TODO")
+    assert found.text.split("\n") == [
+        "/README.md",
+        "/deep/a/b/c/d/e.py",
+        "/node_modules/pkg/index.js",  # .gitignore does not hide files from the agent
+        "/src/app.py",
+        "/src/util/helpers.py",
+    ]
+
+
+async def test_patterns_anchored_to_the_whole_text_match_each_line(tree: Path) -> None:
+    """The whole-file first pass must not hide matches that only the line pass sees."""
+    for pattern in (r"\Adef", r"TODO\Z", "^def", r"TODO$"):
+        on_disk = await call_tool(FilesystemBackend(tree), "grep", pattern=pattern)
+        in_memory = await call_tool(_in_memory(tree), "grep", pattern=pattern)
+        assert on_disk.text == in_memory.text, pattern

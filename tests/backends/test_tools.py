@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,22 +19,9 @@ from tether.stores import InMemoryStore
 
 from .conftest import fails, ok
 
-HAS_RG = shutil.which("rg") is not None
-
-
-def _filesystem(rg: bool) -> Callable[[Path], tuple[Backend, str]]:
-    def make(tmp: Path) -> tuple[Backend, str]:
-        if rg and not HAS_RG:
-            pytest.skip("rg is not installed")
-        return FilesystemBackend(tmp, use_ripgrep=rg), "/work"
-
-    return make
-
-
 BACKENDS: dict[str, Callable[[Path], tuple[Backend, str]]] = {
     "state": lambda tmp: (StateBackend(), "/work"),
-    "filesystem-python": _filesystem(False),
-    "filesystem-rg": _filesystem(True),
+    "filesystem": lambda tmp: (FilesystemBackend(tmp), "/work"),
     "store": lambda tmp: (StoreBackend(InMemoryStore(), "assistant-1"), "/work"),
     # Everything under /work goes to the store through the route.
     "composite": lambda tmp: (

@@ -8,22 +8,30 @@ itself (FilesystemBackend uses ripgrep) as long as the results are the same.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "Backend", "FileInfo", "GrepHit"]
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "Admits", "Backend", "FileInfo", "GrepHit", "Operation"]
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+
+Operation: TypeAlias = Literal["read", "write"]
+Admits: TypeAlias = Callable[[Operation, str], bool]
+"""`admits(operation, path)`: whether a guard allows the operation on that clean path."""
 
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
-    """A file or directory: its virtual path, size in bytes and modification time."""
+    """A file, directory or symbolic link: its virtual path, size in bytes and
+    modification time; `link` is the path a symbolic link names (links are listed, not
+    followed)."""
 
     path: str
     is_dir: bool = False
     size: int = 0
     modified: float | None = None
+    link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.base import Admits, Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
+from tether.backends.permissions import push_down
 from tether.errors import ConfigurationError
 
 __all__ = ["CompositeBackend"]
@@ -35,6 +37,15 @@ class CompositeBackend:
     def bind(self, state: Any) -> CompositeBackend:
         return CompositeBackend(
             self.default.bind(state), {p: b.bind(state) for p, b in self.routes.items()}
+        )
+
+    def guarded(self, admits: Admits) -> CompositeBackend:
+        def within(prefix: str) -> Admits:
+            return lambda operation, path: admits(operation, _outer(prefix, path))
+
+        return CompositeBackend(
+            push_down(self.default, admits),
+            {p: push_down(b, within(p)) for p, b in self.routes.items()},
         )
 
     def _route(self, path: str) -> tuple[Backend, str, str]:
@@ -115,4 +126,5 @@ def _outer(prefix: str, inner: str) -> str:
 
 
 def _moved(info: FileInfo, prefix: str) -> FileInfo:
-    return FileInfo(_outer(prefix, info.path), info.is_dir, info.size, info.modified)
+    link = None if info.link is None else _outer(prefix, info.link)
+    return dataclasses.replace(info, path=_outer(prefix, info.path), link=link)

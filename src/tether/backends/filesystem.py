@@ -1,43 +1,46 @@
 """FilesystemBackend: files on the real disk, confined to a root directory.
 
-In virtual mode (the default) the agent's "/" is `root`, and nothing the agent names can
-reach outside it: every path is resolved with its symlinks (in any component) and must
-land inside root; the last component is opened with O_NOFOLLOW; only regular files are
-read or written, never devices, FIFOs or sockets. `.git` directories are not listed or
-searched. ripgrep does glob and grep when `rg` is on PATH; the pure-Python walk gives
-the same results without it.
+The agent's "/" is `root`, and nothing it names can reach outside: every path is opened
+beneath a descriptor of the root with no symlink followed in any component (see
+`tether.backends.hostfs`), so that even a process swapping directories for symlinks
+while the agent works cannot lead an operation out. Symbolic links are listed but never
+followed: an operation on one fails with a message naming the real path when the link
+stays inside the root. Only regular files are read or written, never devices, FIFOs or
+sockets. A write replaces the file (a new file renamed over the name), so a hard link
+cannot carry it to another name. `.git` directories are not searched by glob and grep.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
+import copy
+import errno
 import os
 import re
-import shutil
 import stat
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Admits, FileInfo, GrepHit
 from tether.backends.errors import BackendError
-from tether.backends.paths import clean
-from tether.backends.search import compile_pattern, grep_text
+from tether.backends.hostfs import Root
+from tether.backends.paths import clean, join
+from tether.backends.search import compile_pattern, grep_text, is_binary
 from tether.errors import ConfigurationError
 
 __all__ = ["FilesystemBackend"]
 
 _SKIPPED_DIRS = frozenset({".git"})
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 
 
 class FilesystemBackend:
     """The directory `root` as the agent's filesystem.
 
-    `virtual_mode=False` drops the confinement: paths are host paths ("/etc/hosts" is
-    that file). Use it only where the agent may touch the whole machine.
-    `use_ripgrep=None` uses `rg` when it is on PATH; True requires it; False never does.
+    `virtual_mode=False` drops the confinement: the backend's root is the machine's "/",
+    so paths are host paths ("/etc/hosts" is that file). Use it only where the agent may
+    touch the whole machine; symlinks are still not followed.
     """
 
     def __init__(
@@ -46,19 +49,15 @@ class FilesystemBackend:
         *,
         virtual_mode: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        use_ripgrep: bool | None = None,
     ) -> None:
-        resolved = Path(root).expanduser().resolve()
+        resolved = Path(root).expanduser().resolve() if virtual_mode else Path("/")
         if not resolved.is_dir():
             raise ConfigurationError(f"FilesystemBackend root {str(root)!r} is not a directory")
         self.root = resolved
         self.virtual_mode = virtual_mode
         self.max_file_bytes = max_file_bytes
-        self.ripgrep = shutil.which("rg") if use_ripgrep is not False else None
-        if use_ripgrep and self.ripgrep is None:
-            raise ConfigurationError(
-                "use_ripgrep=True but `rg` is not on PATH (apt-get install ripgrep)"
-            )
+        self.host = Root(resolved)
+        self.admits: Admits | None = None
 
     def __repr__(self) -> str:
         return f"FilesystemBackend({str(self.root)!r}, virtual_mode={self.virtual_mode})"
@@ -66,87 +65,84 @@ class FilesystemBackend:
     def bind(self, state: Any) -> FilesystemBackend:
         return self
 
-    # -- paths -------------------------------------------------------------------
-
-    def host(self, path: str) -> Path:
-        """The host path for virtual `path`, symlinks resolved, checked to be inside root."""
-        path = clean(path)
-        if not self.virtual_mode:
-            return Path(os.path.realpath(path))
-        real = Path(os.path.realpath(self.root / path.lstrip("/")))
-        if real != self.root and not real.is_relative_to(self.root):
-            raise BackendError(f"{path} leads outside the workspace (through a symlink); refused.")
-        return real
-
-    def virtual(self, host: Path) -> str:
-        """The virtual path of a host path inside root."""
-        if not self.virtual_mode:
-            return str(host)
-        relative = host.relative_to(self.root).as_posix()
-        return "/" if relative == "." else "/" + relative
+    def guarded(self, admits: Admits) -> FilesystemBackend:
+        """This backend, refusing a hard-linked file unless `admits` allows every name
+        it has in the root (a guard's rules hold under any name)."""
+        view = copy.copy(self)
+        earlier = self.admits
+        view.admits = admits if earlier is None else lambda op, p: earlier(op, p) and admits(op, p)
+        return view
 
     # -- operations ----------------------------------------------------------------
 
     async def ls(self, path: str) -> list[FileInfo]:
-        return await asyncio.to_thread(self._ls, path)
+        return await asyncio.to_thread(self._ls, clean(path))
 
     def _ls(self, path: str) -> list[FileInfo]:
-        directory = self.host(path)
-        if not directory.exists():
-            raise BackendError(f"No such directory: {path}")
-        if not directory.is_dir():
-            raise BackendError(f"{path} is a file, not a directory. Read it with read_file.")
-        entries = []
-        with os.scandir(directory) as scan:
-            for entry in scan:
-                info = self._info(Path(entry.path))
-                if info is not None:
-                    entries.append(info)
-        return sorted(entries, key=lambda f: f.path)
-
-    def _info(self, host: Path) -> FileInfo | None:
-        """A listing entry; None for what the agent cannot use (escaping links, devices)."""
         try:
-            real = Path(os.path.realpath(host))
-            if self.virtual_mode and real != self.root and not real.is_relative_to(self.root):
+            fd = self.host.open_dir(path)
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and not self._link_error(path):
+                raise BackendError(
+                    f"{path} is a file, not a directory. Read it with read_file."
+                ) from None
+            raise self._error(path, exc, "list") from None
+        try:
+            with os.scandir(fd) as scan:
+                entries = [self._info(join(path, e.name), e, fd) for e in scan]
+        finally:
+            os.close(fd)
+        return sorted((e for e in entries if e is not None), key=lambda f: f.path)
+
+    def _info(self, path: str, entry: os.DirEntry[str], directory: int) -> FileInfo | None:
+        """A listing entry; None for what the agent cannot use (devices, odd names,
+        links leading out)."""
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not _addressable(entry.name):
                 return None
-            st = os.stat(real)
-        except (OSError, ValueError):
+            if stat.S_ISREG(st.st_mode):
+                return FileInfo(path, size=st.st_size, modified=st.st_mtime)
+            if stat.S_ISDIR(st.st_mode):
+                return FileInfo(path, is_dir=True, modified=st.st_mtime)
+            if not stat.S_ISLNK(st.st_mode):
+                return None
+            target = self.host.target_of(path, os.readlink(entry.name, dir_fd=directory))
+        except OSError:
             return None
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or _undecodable(host.name):
-            return None
-        if stat.S_ISDIR(st.st_mode):
-            return FileInfo(self.virtual(host), is_dir=True, modified=st.st_mtime)
-        return FileInfo(self.virtual(host), size=st.st_size, modified=st.st_mtime)
+        return None if target is None else FileInfo(path, link=target)
 
     async def read(self, path: str) -> bytes:
-        return await asyncio.to_thread(self._read, path)
+        return await asyncio.to_thread(self._read, clean(path))
 
     def _read(self, path: str) -> bytes:
-        path = clean(path)
-        real = self.host(path)
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            raise BackendError(f"No such file: {path}") from None
-        except IsADirectoryError:
-            raise BackendError(f"{path} is a directory. List it with ls.") from None
+            fd = self.host.open(path, _READ_FLAGS)
         except OSError as exc:
-            raise BackendError(f"Cannot read {path}: {exc.strerror}.") from None
+            raise self._error(path, exc, "read") from None
         try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise BackendError(f"{path} is a directory. List it with ls.")
-            if not stat.S_ISREG(st.st_mode):
-                raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
-            if st.st_size > self.max_file_bytes:
-                raise BackendError(
-                    f"{path} is {st.st_size} bytes, over the {self.max_file_bytes} byte limit."
-                )
-        except BaseException:
+            return self._read_open(path, fd, _Aliases(self.host))
+        finally:
             os.close(fd)
-            raise
-        with os.fdopen(fd, "rb") as file:
+
+    def _read_open(self, path: str, fd: int, aliases: _Aliases) -> bytes:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BackendError(f"{path} is a directory. List it with ls.")
+        if not stat.S_ISREG(st.st_mode):
+            raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+        if st.st_size > self.max_file_bytes:
+            raise BackendError(
+                f"{path} is {st.st_size} bytes, over the {self.max_file_bytes} byte limit."
+            )
+        if st.st_nlink > 1 and self.admits is not None:
+            for name in aliases.names(st):
+                if name != path and not self.admits("read", name):
+                    raise BackendError(
+                        f"Permission denied: {path} is a hard link to {name}, which may not "
+                        "be read."
+                    )
+        with os.fdopen(fd, "rb", closefd=False) as file:
             data = file.read(self.max_file_bytes + 1)
         if len(data) > self.max_file_bytes:  # it grew while we read it
             raise BackendError(f"{path} is over the {self.max_file_bytes} byte limit.")
@@ -157,151 +153,175 @@ class FilesystemBackend:
             raise BackendError(
                 f"The content is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
             )
-        await asyncio.to_thread(self._write, path, data)
+        await asyncio.to_thread(self._write, clean(path), data)
 
     def _write(self, path: str, data: bytes) -> None:
-        path = clean(path)
-        real = self.host(path)
-        if real == self.root or real.is_dir():
-            raise BackendError(f"{path} is a directory; give a file path.")
+        if path == "/":
+            raise BackendError("'/' is a directory; give a file path.")
         try:
-            real.parent.mkdir(parents=True, exist_ok=True)
-            self.host(path)  # a parent made just now must not have turned into a way out
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd = os.open(real, flags, 0o644)
-        except (FileExistsError, NotADirectoryError):
-            raise BackendError(f"A parent of {path} is a file.") from None
-        except OSError as exc:
+            self.host.replace(path, data)
+        except IsADirectoryError:
+            raise BackendError(f"{path} is a directory; give a file path.") from None
+        except PermissionError as exc:
             raise BackendError(f"Cannot write {path}: {exc.strerror}.") from None
-        with os.fdopen(fd, "wb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
-            file.write(data)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                raise BackendError(
+                    f"{path} is not a regular file (a device, FIFO or socket)."
+                ) from None
+            if exc.errno in (errno.ENOTDIR, errno.EEXIST) and not self._link_error(path):
+                raise BackendError(f"A parent of {path} is a file.") from None
+            raise self._error(path, exc, "write") from None
 
     async def stat(self, path: str) -> FileInfo | None:
-        return await asyncio.to_thread(self._stat, path)
+        return await asyncio.to_thread(self._stat, clean(path))
 
     def _stat(self, path: str) -> FileInfo | None:
-        real = self.host(path)
-        return self._info(real) if os.path.lexists(real) else None
+        try:
+            st = self.host.lstat(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not self._link_error(path):
+                return None
+            raise self._error(path, exc, "look at") from None
+        if st is None:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise self._error(path, OSError(errno.ELOOP, "symbolic link"), "use")
+        if stat.S_ISDIR(st.st_mode):
+            return FileInfo(path, is_dir=True, modified=st.st_mtime)
+        return FileInfo(path, size=st.st_size, modified=st.st_mtime)
 
     async def files(self, path: str) -> list[FileInfo]:
-        return await asyncio.to_thread(self._files, path)
+        return await asyncio.to_thread(self._files, clean(path))
 
     def _files(self, path: str) -> list[FileInfo]:
-        directory = self.host(path)
-        if not directory.is_dir():
-            return []
-        names = self._rg_files(directory) if self.ripgrep else _walk(directory)
-        host_prefix = str(directory) + "/"
-        virtual_prefix = self.virtual(directory).rstrip("/") + "/"
-        found = []
-        for name in names:  # plain strings and os.lstat: pathlib costs ~10 µs a file here
-            try:
-                st = os.lstat(host_prefix + name)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                found.append(FileInfo(virtual_prefix + name, size=st.st_size, modified=st.st_mtime))
-        found.sort(key=lambda f: f.path)
-        return found
+        found = [
+            FileInfo(file_path, size=st.st_size, modified=st.st_mtime)
+            for file_path, _, _, st in self._regular_files(path)
+        ]
+        return sorted(found, key=lambda f: f.path)
+
+    def _regular_files(self, path: str) -> Iterator[tuple[str, str, int, os.stat_result]]:
+        """(path, name, its directory's fd, lstat) of every regular file under `path`
+        (no symlinks, no .git); nothing when `path` is not a directory."""
+        try:
+            walk = self.host.walk(path, skip=_SKIPPED_DIRS)
+            for directory, fd, entries in walk:
+                for entry in entries:
+                    if not _addressable(entry.name) or not entry.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    yield join(directory, entry.name), entry.name, fd, st
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not self._link_error(path):
+                return
+            raise self._error(path, exc, "search") from None
 
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
     ) -> list[GrepHit]:
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
-        if self.ripgrep:
-            return await asyncio.to_thread(self._rg_grep, pattern, path, literal, ignore_case)
-        return await asyncio.to_thread(self._py_grep, regex, path)
+        return await asyncio.to_thread(self._grep, regex, clean(path))
 
-    def _py_grep(self, regex: re.Pattern[str], path: str) -> list[GrepHit]:
+    def _grep(self, regex: re.Pattern[str], path: str) -> list[GrepHit]:
+        # Most files do not match: one search of the whole text rules them out before
+        # the line-by-line pass. Patterns anchored to the whole text cannot be tested so.
+        anchored = "\\A" in regex.pattern or "\\Z" in regex.pattern
+        whole = None if anchored else re.compile(regex.pattern, regex.flags | re.MULTILINE)
+        aliases = _Aliases(self.host)
         hits: list[GrepHit] = []
-        for info in self._files(path):
+        for file_path, name, directory, st in self._regular_files(path):
+            if st.st_size > self.max_file_bytes:
+                continue
+            if self.admits is not None and not self.admits("read", file_path):
+                continue
             try:
-                data = self._read(info.path)
+                fd = os.open(name, _READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+            except OSError:
+                continue  # gone, or swapped for a link, since the listing
+            try:
+                data = self._read_open(file_path, fd, aliases)
             except BackendError:
-                continue  # over the size limit, or gone since the listing
-            hits += grep_text(info.path, data, regex)
+                continue  # over the size limit, refused, or no longer a regular file
+            finally:
+                os.close(fd)
+            if is_binary(data):
+                continue
+            text = data.decode("utf-8", errors="replace")
+            if whole is None or whole.search(text):
+                hits += grep_text(file_path, data, regex)
+        hits.sort(key=lambda h: (h.path, h.line))
         return hits
 
-    # -- ripgrep -------------------------------------------------------------------
+    # -- errors --------------------------------------------------------------------
 
-    def _rg(self, directory: Path, *args: str) -> bytes:
-        assert self.ripgrep is not None
-        command = [
-            self.ripgrep,
-            "--hidden",
-            "--no-ignore",
-            "--no-messages",
-            "--glob",
-            "!.git",
-            *args,
-        ]
-        done = subprocess.run(command, cwd=directory, capture_output=True, check=False)
-        if done.returncode > 1:
-            raise BackendError(f"Search failed: {done.stderr.decode(errors='replace').strip()}")
-        return done.stdout
+    def _link_error(self, path: str) -> BackendError | None:
+        """The error for `path` when a symlink stands on its way, else None."""
+        found = self.host.link_in(path)
+        if found is None:
+            return None
+        if found.target is None:
+            where = "outside the workspace" if self.virtual_mode else "elsewhere"
+            return BackendError(
+                f"{found.link} is a symbolic link leading {where}; links are not followed."
+            )
+        real = found.target + path[len(found.link) :]
+        return BackendError(
+            f"{found.link} is a symbolic link to {found.target}; links are not followed, "
+            f"so use {real}."
+        )
 
-    def _rg_files(self, directory: Path) -> list[str]:
-        output = self._rg(directory, "--files", "--null")
-        names = []
-        for raw in output.split(b"\x00"):
-            if raw:
-                try:
-                    names.append(raw.decode())
-                except UnicodeDecodeError:
-                    continue
-        return names
-
-    def _rg_grep(self, pattern: str, path: str, literal: bool, ignore_case: bool) -> list[GrepHit]:
-        directory = self.host(path)
-        if not directory.is_dir():
-            return []
-        flags = ["--json", "--max-filesize", str(self.max_file_bytes)]
-        flags += ["--fixed-strings"] if literal else []
-        flags += ["--ignore-case"] if ignore_case else []
-        output = self._rg(directory, *flags, "--regexp", pattern)
-        hits: list[GrepHit] = []
-        binary: set[str] = set()
-        for line in output.splitlines():
-            event = json.loads(line)
-            data = event.get("data", {})
-            name = data.get("path", {}).get("text")
-            if name is None:
-                continue
-            if event["type"] == "end" and data.get("binary_offset") is not None:
-                binary.add(name)
-            elif event["type"] == "match":
-                text = _rg_text(data["lines"])
-                hits.append(GrepHit(self.virtual(directory / name), data["line_number"], text))
-        skipped = {self.virtual(directory / name) for name in binary}
-        return sorted((h for h in hits if h.path not in skipped), key=lambda h: (h.path, h.line))
+    def _error(self, path: str, exc: OSError, verb: str) -> BackendError:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
+            link = self._link_error(path)
+            if link is not None:
+                return link
+            if exc.errno == errno.ELOOP:  # the link went away since
+                return BackendError(
+                    f"{path} changed while it was opened (a symbolic link stood on its way); "
+                    "links are not followed."
+                )
+        if exc.errno == errno.ENOENT:
+            what = {"read": "file", "list": "directory"}.get(verb, "file or directory")
+            return BackendError(f"No such {what}: {path}")
+        if exc.errno == errno.EISDIR:
+            return BackendError(f"{path} is a directory. List it with ls.")
+        if exc.errno == errno.ENOTDIR:
+            return BackendError(f"A parent of {path} is a file, not a directory.")
+        return BackendError(f"Cannot {verb} {path}: {exc.strerror or exc}.")
 
 
-def _rg_text(lines: dict[str, str]) -> str:
-    if "text" in lines:
-        text = lines["text"]
-    else:
-        text = base64.b64decode(lines["bytes"]).decode("utf-8", errors="replace")
-    return text[:-1] if text.endswith("\n") else text
+class _Aliases:
+    """Every name in the root of a hard-linked file: one walk of the root, made the
+    first time it is needed and shared by the files one operation opens."""
+
+    def __init__(self, host: Root) -> None:
+        self.host = host
+        self.by_inode: dict[tuple[int, int], list[str]] | None = None
+
+    def names(self, st: os.stat_result) -> list[str]:
+        if self.by_inode is None:
+            self.by_inode = {}
+            for directory, _, entries in self.host.walk("/"):
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False) and _addressable(entry.name):
+                        try:
+                            found = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if found.st_nlink > 1:
+                            key = (found.st_dev, found.st_ino)
+                            self.by_inode.setdefault(key, []).append(join(directory, entry.name))
+        return self.by_inode.get((st.st_dev, st.st_ino), [])
 
 
-def _walk(directory: Path) -> list[str]:
-    """What `rg --files` lists: regular files at any depth, no symlinks, no .git."""
-    names = []
-    for current, dirs, files in os.walk(directory, followlinks=False):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not _undecodable(d)]
-        base = Path(current)
-        for name in files:
-            if not _undecodable(name) and not (base / name).is_symlink():
-                names.append((base / name).relative_to(directory).as_posix())
-    return names
-
-
-def _undecodable(name: str) -> bool:
-    """A name that is not valid UTF-8 on disk (os gives it back with surrogates)."""
+def _addressable(name: str) -> bool:
+    """Whether the agent can name this entry: valid UTF-8, and a name `clean` accepts."""
     try:
         name.encode()
-    except UnicodeEncodeError:
-        return True
-    return False
+        return clean(name) == "/" + name
+    except (UnicodeEncodeError, BackendError):
+        return False

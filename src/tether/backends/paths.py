@@ -2,16 +2,21 @@
 
 A virtual path is absolute and POSIX-style: "/src/app.py". `clean` is the only way a
 path from the model reaches a backend; it refuses whatever could mean something else on
-some system (NUL bytes, backslashes, drive letters, `..`, `~`) instead of guessing.
+some system (NUL bytes, backslashes, drive letters, `..`, `~`) instead of guessing, and
+names a person could misread: control characters and invisible formatting ones, such as
+the bidirectional overrides that make "evil\u202etxt.exe" look like "evilexe.txt".
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from tether.backends.errors import BackendError
 
-__all__ = ["MAX_PATH_LENGTH", "clean", "is_under", "join"]
+__all__ = ["MAX_PATH_LENGTH", "clean", "is_under", "join", "misleading"]
+
+_MISLEADING = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 MAX_PATH_LENGTH = 4096
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -24,26 +29,41 @@ def clean(path: object) -> str:
     """
     if not isinstance(path, str):
         raise BackendError(f"A path must be a string, got {type(path).__name__}.")
-    if not path.strip():
-        raise BackendError("The path is empty.")
-    if "\x00" in path:
-        raise BackendError("The path contains a NUL byte.")
-    if len(path) > MAX_PATH_LENGTH:
-        raise BackendError(f"The path is longer than {MAX_PATH_LENGTH} characters.")
-    if "\\" in path:
-        raise BackendError(f"Use '/' in paths, not '\\': {path!r}.")
-    if _DRIVE.match(path):
-        raise BackendError(f"Drive letters are not paths here: {path!r}. Paths start at '/'.")
+    problem = _problem(path)
+    if problem is not None:
+        raise BackendError(problem)
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise BackendError(f"'..' is not allowed in paths: {path!r}. Use an absolute path.")
     if parts and parts[0].startswith("~"):
         raise BackendError(f"'~' is not expanded: {path!r}. Use an absolute path.")
-    if any(p != p.strip() or any(ord(c) < 32 for c in p) for p in parts):
-        raise BackendError(
-            f"Path parts must not start or end with spaces or hold control characters: {path!r}."
-        )
+    if any(p != p.strip() for p in parts):
+        raise BackendError(f"Path parts must not start or end with spaces: {path!r}.")
     return "/" + "/".join(parts)
+
+
+def _problem(path: str) -> str | None:
+    """What makes the string `path` unusable as a whole, if anything."""
+    if not path.strip():
+        return "The path is empty."
+    if len(path) > MAX_PATH_LENGTH:
+        return f"The path is longer than {MAX_PATH_LENGTH} characters."
+    if "\\" in path:
+        return f"Use '/' in paths, not '\\': {path!r}."
+    if _DRIVE.match(path):
+        return f"Drive letters are not paths here: {path!r}. Paths start at '/'."
+    if any(misleading(c) for c in path):
+        return (
+            "Paths must not hold control characters (NUL bytes, newlines, ...) or invisible "
+            f"formatting characters (such as bidirectional overrides): {path!r}."
+        )
+    return None
+
+
+def misleading(character: str) -> bool:
+    """A control character or an invisible formatting one (bidi overrides, zero-width
+    spaces, line separators): text holding it may not read as what it is."""
+    return unicodedata.category(character) in _MISLEADING
 
 
 def is_under(path: str, directory: str) -> bool:

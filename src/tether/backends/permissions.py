@@ -8,29 +8,48 @@ permissions=[Rule(operations={"write"}, paths=["/**/.env", "/secrets/**"], mode=
 Rules are checked in order and the first that matches decides; no match allows. The
 guard wraps the backend itself, so ls, glob and grep never show a path the agent may
 not read. Guards nest: a subagent's guard around its parent's can only narrow access.
+
+Rules hold on what is really opened. Backends do not follow symlinks, so the path a
+rule is checked on is the path opened; and a backend that can hold hard links (the
+`FilesystemBackend`) is handed the guard's verdict (`guarded`), so that it refuses a
+hard-linked file when any of its names in the root is denied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from wcmatch import glob as wc
 
-from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.base import Admits, Backend, FileInfo, GrepHit, Operation
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.errors import ConfigurationError
 
 __all__ = ["Operation", "PermissionedBackend", "Policy", "Rule"]
 
-Operation = Literal["read", "write"]
 Policy = Callable[[Operation, str], str | None]
 """Called before every operation with its kind and path; a returned string refuses it
 (and is shown to the model), as does raising `BackendError`."""
 
 _FLAGS = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
+
+
+@runtime_checkable
+class Guardable(Protocol):
+    """A backend that applies a guard's verdict itself, where a file can have several
+    names (see `FilesystemBackend.guarded`)."""
+
+    def guarded(self, admits: Admits) -> Backend:
+        """This backend, asking `admits` about every name of a file before opening it."""
+        ...
+
+
+def push_down(backend: Backend, admits: Admits) -> Backend:
+    """`backend` told about `admits`, when it can use it."""
+    return backend.guarded(admits) if isinstance(backend, Guardable) else backend
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -40,6 +59,7 @@ class Rule:
     operations: frozenset[Operation]
     paths: tuple[str, ...]
     mode: Literal["allow", "deny"]
+    _matcher: Any = field(repr=False, compare=False)
 
     def __init__(
         self,
@@ -63,10 +83,11 @@ class Rule:
         object.__setattr__(self, "operations", ops)
         object.__setattr__(self, "paths", tuple(paths))
         object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "_matcher", wc.compile(list(paths), flags=_FLAGS))
 
     def matches(self, operation: Operation, path: str) -> bool:
         """Whether this rule speaks for `operation` on `path`."""
-        return operation in self.operations and wc.globmatch(path, self.paths, flags=_FLAGS)
+        return operation in self.operations and bool(self._matcher.match(path))
 
 
 def allowed(rules: Sequence[Rule], operation: Operation, path: str) -> bool:
@@ -88,15 +109,27 @@ class PermissionedBackend:
                 raise ConfigurationError(
                     f"permissions take tether.backends.permissions.Rule, got {type(rule).__name__}"
                 )
-        self.backend = backend
         self.rules = tuple(rules)
         self.policy = policy
+        self.backend = push_down(backend, self.allows)
 
     def __repr__(self) -> str:
         return f"PermissionedBackend({self.backend!r}, rules={len(self.rules)})"
 
     def bind(self, state: Any) -> PermissionedBackend:
         return PermissionedBackend(self.backend.bind(state), self.rules, self.policy)
+
+    def guarded(self, admits: Admits) -> PermissionedBackend:
+        return PermissionedBackend(push_down(self.backend, admits), self.rules, self.policy)
+
+    def allows(self, operation: Operation, path: str) -> bool:
+        """Whether the rules and the policy let `operation` on clean `path` go on."""
+        if not allowed(self.rules, operation, path):
+            return False
+        try:
+            return not (self.policy is not None and self.policy(operation, path))
+        except BackendError:
+            return False
 
     def check(self, operation: Operation, path: str) -> str:
         """`path` cleaned, or a `BackendError` when `operation` on it is not allowed.

@@ -97,14 +97,17 @@ def _parser() -> argparse.ArgumentParser:
     _agent_options(resume)
 
     threads = commands.add_parser("threads", help="list the threads, the newest first")
+    _trust_option(threads)
     threads.add_argument("--limit", type=int, default=20, help="show at most this many")
     threads.add_argument("--json", action="store_true", help="one JSON object per thread")
 
     show = commands.add_parser("show", help="print a thread's conversation")
+    _trust_option(show)
     show.add_argument("thread", metavar="THREAD")
     show.add_argument("--json", action="store_true", help="the messages as JSON")
 
     delete = commands.add_parser("delete", help="delete a thread's record")
+    _trust_option(delete)
     delete.add_argument("thread", metavar="THREAD")
 
     config = commands.add_parser(
@@ -196,7 +199,17 @@ def _agent_options(command: argparse.ArgumentParser) -> None:
     output.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
 
 
+def _trust_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--trust",
+        action="store_true",
+        help="accept this project's settings that weaken approvals or move the run records, "
+        "for this run (a terminal asks once instead)",
+    )
+
+
 def _setting_options(command: argparse.ArgumentParser) -> None:
+    _trust_option(command)
     add = command.add_argument
     add("--model", metavar="PROVIDER:MODEL", help="e.g. anthropic:claude-sonnet-4-5")
     add("--max-cost", type=float, metavar="USD", help="stop when the run has cost this much")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import os
@@ -23,6 +24,7 @@ from tether.approval import (
 )
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
+from tether.cli._render import shown
 from tether.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -58,18 +60,19 @@ def _syntax(text: str, lexer: str) -> Syntax:
 
 
 def _show(request: ApprovalRequest, console: Console, workspace: FilesystemBackend) -> None:
+    """The call as a person should judge it: control and invisible characters escaped."""
     args = request.args
     if isinstance(args, str):
-        console.print(args, markup=False)
+        console.print(shown(args, keep="\n"), markup=False)
         return
     if request.tool == "execute":
-        console.print(_syntax(f"$ {args.get('command', '')}", "bash"))
+        console.print(_syntax(shown(f"$ {args.get('command', '')}", keep="\n"), "bash"))
         return
     diff = _diff(request.tool, args, workspace)
     if diff is not None:
-        console.print(_syntax(diff, "diff"))
+        console.print(_syntax(shown(diff, keep="\n\t"), "diff"))
         return
-    console.print(_syntax(json.dumps(args, indent=2, ensure_ascii=False), "json"))
+    console.print(_syntax(shown(json.dumps(args, indent=2, ensure_ascii=False), keep="\n"), "json"))
 
 
 def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> str | None:
@@ -77,9 +80,9 @@ def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> s
     path = args.get("file_path")
     if tool not in ("write_file", "edit_file") or not isinstance(path, str):
         return None
-    try:
-        before = workspace.host(path).read_text(encoding="utf-8")
-    except (BackendError, OSError, UnicodeDecodeError):
+    try:  # through the backend: a symlink shows nothing, as the write will be refused
+        before = asyncio.run(workspace.read(path)).decode("utf-8")
+    except (BackendError, UnicodeDecodeError):
         before = ""
     if tool == "write_file":
         after = str(args.get("content", ""))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -81,11 +81,14 @@ class Settings(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """The settings, where each came from, and the project file read (if any)."""
+    """The settings, where each came from, and the project file read (if any): its
+    table as written, and the name of its layer in `sources`."""
 
     settings: Settings
     sources: dict[str, str]
     file: Path | None
+    project: Mapping[str, Any] = field(default_factory=dict)
+    project_source: str = ""
 
 
 def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) -> Loaded:
@@ -114,7 +117,7 @@ def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) 
         sources["model"] = "default: " + _why(settings.model)
     for key in Settings.model_fields:
         sources.setdefault(key, "default")
-    return Loaded(settings, sources, file)
+    return Loaded(settings, sources, file, table, _describe(file) if file else "")
 
 
 def _project_file(directory: Path) -> tuple[Path | None, dict[str, Any]]:

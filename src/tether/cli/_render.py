@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
+from tether.backends.paths import misleading
 from tether.events import (
     ApprovalRequested,
     Compacted,
@@ -66,6 +67,17 @@ def agent_label(path: tuple[str, ...]) -> str:
     return "/".join(part.removeprefix("task:") for part in path[1:])
 
 
+def shown(text: str, *, keep: str = "") -> str:
+    """`text` with control and invisible formatting characters (bidi overrides,
+    zero-width spaces) written as escapes, so that what a person reads is what it is;
+    characters in `keep` (such as newlines) stay."""
+    if not any(misleading(c) and c not in keep for c in text):
+        return text
+    return "".join(
+        c if c in keep or not misleading(c) else c.encode("unicode_escape").decode() for c in text
+    )
+
+
 def call_line(call: ToolCall, limit: int = 80) -> str:
     """A call as one short line: the tool and its main argument."""
     args = call.args
@@ -80,7 +92,7 @@ def call_line(call: ToolCall, limit: int = 80) -> str:
             detail += ": " + str(args.get("description", ""))
     else:
         detail = json.dumps(args, ensure_ascii=False, default=str)
-    detail = " ".join(detail.split())
+    detail = shown(" ".join(detail.split()))
     if len(detail) > limit:
         detail = detail[: limit - 1] + "…"
     return f"{call.name} {detail}"

@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import shutil
+import stat
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -64,6 +65,7 @@ def dispatch(options: argparse.Namespace) -> int:
         loaded = load(directory, os.environ, {k: v for k, v in flags.items() if v is not None})
         if options.command == "config":
             return _config(loaded, options.json)
+        loaded = _trust(loaded, directory, options)
         if options.command in ("threads", "show", "delete"):
             from tether.cli._threads import command
 
@@ -76,6 +78,18 @@ def dispatch(options: argparse.Namespace) -> int:
         else:
             output.error(str(exc))
         return EXIT_CODES["usage"]
+
+
+def _trust(loaded: Loaded, directory: Path, options: argparse.Namespace) -> Loaded:
+    from tether.cli._trust import ask_on_terminal, trusted
+
+    terminal = sys.stdin.isatty() and sys.stderr.isatty()
+    return trusted(
+        loaded,
+        directory,
+        given=bool(getattr(options, "trust", False)),
+        ask=ask_on_terminal if terminal else None,
+    )
 
 
 def _output(options: argparse.Namespace) -> Output:
@@ -96,7 +110,10 @@ def _output(options: argparse.Namespace) -> Output:
 
 
 def _config(loaded: Loaded, as_json: bool) -> int:
+    from tether.cli._trust import describe, needs_trust
+
     values = loaded.settings.model_dump(mode="json")
+    untrusted = needs_trust(loaded)
     if as_json:
         print(
             json.dumps(
@@ -104,6 +121,7 @@ def _config(loaded: Loaded, as_json: bool) -> int:
                     "file": str(loaded.file) if loaded.file else None,
                     "settings": values,
                     "sources": loaded.sources,
+                    "needs_trust": sorted(untrusted),
                 },
                 indent=2,
             )
@@ -114,7 +132,10 @@ def _config(loaded: Loaded, as_json: bool) -> int:
     )
     for key, value in values.items():
         line = f"{key} = {json.dumps(value)}"
-        print(f"{line:<48} # {loaded.sources[key]}")
+        trust = ", needs your trust" if key in untrusted else ""
+        print(f"{line:<48} # {loaded.sources[key]}{trust}")
+    if untrusted:
+        print(f"# the project file {describe(untrusted)}: a run asks you to trust that first")
     return 0
 
 
@@ -122,15 +143,41 @@ def _config(loaded: Loaded, as_json: bool) -> int:
 
 
 def _checkpointer_url(loaded: Loaded, directory: Path) -> str:
-    """The checkpointer URL, a relative SQLite path made relative to the project."""
+    """The checkpointer URL, a relative SQLite path made relative to the project.
+
+    A project could ship `.tether` as a symlink to put the run records (and what a
+    resumed run trusts) elsewhere: the directory and the file must be plain ones.
+    """
     url = loaded.settings.checkpointer
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-        return f"sqlite:///{(directory / url.removeprefix('sqlite:///')).as_posix()}"
+        relative = url.removeprefix("sqlite:///")
+        _plain_database(directory, relative)
+        return f"sqlite:///{(directory / relative).as_posix()}"
     return url
 
 
-def build_agent(loaded: Loaded, directory: Path, output: Output) -> Agent[str]:
-    """The agent the settings describe, working on `directory`."""
+def _plain_database(directory: Path, relative: str) -> None:
+    from tether.backends.hostfs import Root
+
+    try:
+        path = clean(relative)
+        host = Root(directory)
+        os.close(host.make_dirs(path.rsplit("/", 1)[0] or "/"))
+        found = host.lstat(path)
+    except (BackendError, OSError) as exc:
+        raise ConfigurationError(
+            f"the run records {relative} cannot be kept in the project ({exc}); a directory "
+            "on the way is a symbolic link or not a directory"
+        ) from None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise ConfigurationError(
+            f"the run records {relative} in the project are not a regular file (a symbolic "
+            "link?); remove it or set checkpointer elsewhere"
+        )
+
+
+def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backend) -> Agent[str]:
+    """The agent the settings describe, working on `directory` through `backend`."""
     from tether import Limits, create_agent
     from tether.backends.permissions import Rule
     from tether.capabilities.local_context import LocalContext
@@ -141,7 +188,6 @@ def build_agent(loaded: Loaded, directory: Path, output: Output) -> Agent[str]:
     model = infer_model(settings.model)
     if model.provider == "local" and loaded.sources["model"].startswith("default"):
         output.notice(OFFLINE_NOTICE, dim=True)
-    backend = _backend(loaded, directory, output)
     memory = settings.memory
     if memory is None:
         memory = ["/AGENTS.md"] if (directory / "AGENTS.md").is_file() else []
@@ -201,10 +247,10 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
         if shutil.which("bwrap") is None:
             output.notice("no `execute`: bubblewrap is not installed", dim=True)
             return FilesystemBackend(directory)
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and directory.stat().st_uid == 0:
             output.notice(
-                "no `execute`: as root, the sandbox would give this directory to the user "
-                "nobody; --sandbox accepts that",
+                "no `execute`: root owns this directory, so the sandbox would lend it to the "
+                "user nobody while it runs; --sandbox accepts that",
                 dim=True,
             )
             return FilesystemBackend(directory)
@@ -225,7 +271,17 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
 
 
 def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: Output) -> int:
-    agent = build_agent(loaded, directory, output)
+    backend = _backend(loaded, directory, output)
+    try:
+        return _drive(options, build_agent(loaded, directory, output, backend), directory, output)
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()  # a sandbox gives the workspace back to its owners
+
+
+def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, output: Output) -> int:
+    """Run or resume the thread the options name, asking about approvals on a terminal."""
     console = output.console
     interactive = console is not None and console.is_terminal and sys.stdin.isatty()
     to_ask: list[ApprovalRequest] = []  # asked first, where Ctrl-C is handled

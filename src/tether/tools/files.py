@@ -80,7 +80,8 @@ def _stamp(info: FileInfo) -> str:
 
 
 async def ls(context: ToolContext, path: str = "/") -> str:
-    """List a directory: each entry with its size and modification time.
+    """List a directory: each entry with its size and modification time; symbolic links
+    with the path they name.
 
     Args:
         path: Absolute directory path.
@@ -88,7 +89,13 @@ async def ls(context: ToolContext, path: str = "/") -> str:
     entries = await _backend(context).ls(clean(path))
     if not entries:
         return f"{clean(path)} is empty."
-    return "\n".join(f"{e.path}/" if e.is_dir else f"{e.path} ({_stamp(e)})" for e in entries)
+    return "\n".join(_entry(e) for e in entries)
+
+
+def _entry(info: FileInfo) -> str:
+    if info.link is not None:
+        return f"{info.path} -> {info.link} (a symbolic link; use the path it names)"
+    return f"{info.path}/" if info.is_dir else f"{info.path} ({_stamp(info)})"
 
 
 async def read_file(

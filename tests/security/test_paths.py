@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.conftest import call_tool
 from tether.backends import FilesystemBackend, StateBackend
 from tether.backends.paths import clean
-
-from .conftest import call_tool
 
 
 @pytest.fixture
@@ -94,24 +93,36 @@ async def test_hostile_paths_fail_readably_and_stay_inside(
 
 async def test_search_and_listing_never_leave_the_root(layout: tuple[Path, Path]) -> None:
     root, _ = layout
-    for rg in (False, True) if _has_rg() else (False,):
-        backend = FilesystemBackend(root, use_ripgrep=rg)
-        found = (await call_tool(backend, "glob", pattern="**/*")).text
-        assert "secret" not in found
-        assert "passwd" not in found
-        grep = await call_tool(backend, "grep", pattern="SECRET|root:")
-        assert grep.text.startswith("No matches")
-        listing = (await call_tool(backend, "ls", path="/")).text
-        assert "link_out" not in listing
-        assert "file_link" not in listing
-        assert "pipe" not in listing
-        assert "/ok_link.txt" in listing  # a link inside the root is fine
+    backend = FilesystemBackend(root)
+    found = (await call_tool(backend, "glob", pattern="**/*")).text
+    assert "secret" not in found
+    assert "passwd" not in found
+    grep = await call_tool(backend, "grep", pattern="SECRET|root:")
+    assert grep.text.startswith("No matches")
+    listing = (await call_tool(backend, "ls", path="/")).text
+    assert "link_out" not in listing  # links leading out are not listed
+    assert "file_link" not in listing
+    assert "pipe" not in listing
+    assert "/ok_link.txt -> /a.txt" in listing  # a link inside is listed with its target
 
 
-async def test_a_link_that_stays_inside_can_be_read(layout: tuple[Path, Path]) -> None:
+async def test_a_link_inside_is_not_followed_but_named(layout: tuple[Path, Path]) -> None:
     root, _ = layout
     result = await call_tool(FilesystemBackend(root), "read_file", file_path="/ok_link.txt")
-    assert result.text == "     1\thello"
+    assert result.is_error
+    assert result.text == (
+        "/ok_link.txt is a symbolic link to /a.txt; links are not followed, so use /a.txt."
+    )
+    edit = await call_tool(
+        FilesystemBackend(root),
+        "edit_file",
+        file_path="/ok_link.txt",
+        old_string="hello",
+        new_string="bye",
+    )
+    assert "symbolic link to /a.txt" in edit.text
+    assert (root / "a.txt").read_text() == "hello"
+    assert (root / "ok_link.txt").is_symlink()
 
 
 async def test_writing_through_a_link_to_outside_is_refused(layout: tuple[Path, Path]) -> None:
@@ -119,7 +130,9 @@ async def test_writing_through_a_link_to_outside_is_refused(layout: tuple[Path, 
     result = await call_tool(
         FilesystemBackend(root), "write_file", file_path="/link_out/new.txt", content="x"
     )
-    assert "outside the workspace" in result.text
+    assert result.text == (
+        "/link_out is a symbolic link leading outside the workspace; links are not followed."
+    )
     assert not (outside / "new.txt").exists()
 
 
@@ -135,12 +148,6 @@ def test_clean_gives_one_canonical_form() -> None:
     assert clean("a//b/./c/") == "/a/b/c"
     assert clean("/") == "/"
     assert clean("./x") == "/x"
-
-
-def _has_rg() -> bool:
-    import shutil
-
-    return shutil.which("rg") is not None
 
 
 async def test_backends_check_paths_themselves(layout: tuple[Path, Path]) -> None:
@@ -173,5 +180,7 @@ async def test_without_virtual_mode_paths_are_host_paths(layout: tuple[Path, Pat
     backend = FilesystemBackend(root, virtual_mode=False)
     secret = await call_tool(backend, "read_file", file_path=str(outside / "secret.txt"))
     assert secret.text == "     1\tTOP SECRET"  # the caller chose to give the whole machine
+    through_link = await call_tool(backend, "read_file", file_path=str(root / "file_link"))
+    assert "is a symbolic link to" in through_link.text  # still never followed
     listing = await call_tool(backend, "ls", path=str(outside))
     assert listing.text.startswith(f"{outside}/secret.txt (10 bytes")

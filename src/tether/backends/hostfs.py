@@ -1,0 +1,377 @@
+"""Host files beneath a root directory, opened so that no symlink is ever followed.
+
+Everything tether does to files on this machine (the `FilesystemBackend`, the sandbox's
+workspace and saved command output, ownership changes, the `tether` command's reads)
+goes through a `Root`. It holds a file descriptor of the root directory and opens every
+path beneath it without following a symlink in any component: one `openat2` call with
+`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it (Linux 5.6+), otherwise
+one `openat(O_NOFOLLOW)` per component from the directory before. A process that swaps
+a directory for a symlink at any moment can make an operation fail; it cannot lead one
+outside the root, because the kernel never resolves a name we did not check.
+
+Paths here are clean virtual paths ("/src/app.py", see `tether.backends.paths`);
+"/" is the root itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import posixpath
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LinkInPath", "Root", "entry_kind"]
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = (_O_PATH or os.O_RDONLY) | _O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+_LIST_FLAGS = os.O_RDONLY | _O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    )
+
+
+class _Openat2:
+    """openat2(2) through libc's syscall(); `available` is False where the kernel, libc
+    or a seccomp filter does not offer it."""
+
+    def __init__(self) -> None:
+        self.syscall: Any = None
+        try:
+            self.syscall = ctypes.CDLL(None, use_errno=True).syscall
+        except (OSError, AttributeError):
+            return
+        self.syscall.restype = ctypes.c_long
+        root = os.open("/", _DIR_FLAGS)
+        try:
+            probe = self._call(root, ".", _DIR_FLAGS, 0)
+        finally:
+            os.close(root)
+        if probe < 0:
+            self.syscall = None
+        else:
+            os.close(probe)
+
+    def _call(self, dir_fd: int, path: str, flags: int, mode: int) -> int:
+        how = _OpenHow(
+            flags | _O_CLOEXEC,
+            mode if flags & os.O_CREAT else 0,
+            _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
+        )
+        size = ctypes.sizeof(how)
+        return int(self.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), size))
+
+    def open(self, dir_fd: int, path: str, flags: int, mode: int) -> int | None:
+        """The fd (or an OSError), or None when openat2 is not available."""
+        if self.syscall is None:
+            return None
+        for _ in range(8):
+            fd = self._call(dir_fd, path, flags, mode)
+            if fd >= 0:
+                return fd
+            code = ctypes.get_errno()
+            if code != errno.EAGAIN:  # EAGAIN: a rename raced the lookup; look again
+                break
+        raise OSError(code, os.strerror(code), path)
+
+
+_openat2: _Openat2 | None = None
+
+
+def _kernel() -> _Openat2:
+    global _openat2
+    if _openat2 is None:
+        _openat2 = _Openat2()
+    return _openat2
+
+
+@dataclass(frozen=True, slots=True)
+class LinkInPath:
+    """The first symlink met on the way to a path: where it is and what it points to.
+
+    `target` is the virtual path the link names when that stays inside the root
+    (worked out from the link's text alone), else None.
+    """
+
+    link: str
+    target: str | None
+
+
+def entry_kind(mode: int) -> str:
+    """ "file", "dir", "link" or "other" (devices, FIFOs, sockets) for an lstat mode."""
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "other"
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+class Root:
+    """The directory `path` (resolved once, now), and every operation beneath it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.realpath(path)
+        self.fd = os.open(self.path, _DIR_FLAGS & ~os.O_NOFOLLOW)
+
+    def __repr__(self) -> str:
+        return f"Root({self.path!r})"
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", -1)
+        if fd >= 0:
+            os.close(fd)
+            self.fd = -1
+
+    # -- opening -----------------------------------------------------------------
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        """An fd for `path` beneath the root, opened with `flags`; OSError otherwise.
+
+        A symlink in any component fails with ELOOP (or ENOTDIR on the walk).
+        """
+        relative = "/".join(_parts(path)) or "."
+        fd = _kernel().open(self.fd, relative, flags | os.O_NOFOLLOW, mode)
+        if fd is not None:
+            return fd
+        return self._walk_open(_parts(path), flags | os.O_NOFOLLOW | _O_CLOEXEC, mode)
+
+    def _walk_open(self, parts: list[str], flags: int, mode: int) -> int:
+        if not parts:
+            return os.open(".", flags, dir_fd=self.fd)
+        directory = self.fd
+        try:
+            for name in parts[:-1]:
+                below = os.open(name, _DIR_FLAGS, dir_fd=directory)
+                if directory != self.fd:
+                    os.close(directory)
+                directory = below
+            return os.open(parts[-1], flags, mode, dir_fd=directory)
+        finally:
+            if directory != self.fd:
+                os.close(directory)
+
+    def open_dir(self, path: str) -> int:
+        """A readable fd of directory `path` (for listing and as a `dir_fd`)."""
+        return self.open(path, _LIST_FLAGS)
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        """What is at `path` itself (a symlink is not followed), or None when nothing is.
+
+        A symlink among the directories on the way raises OSError.
+        """
+        parts = _parts(path)
+        if not parts:
+            return os.fstat(self.fd)
+        parent = self.open_dir("/".join(parts[:-1]))
+        try:
+            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(parent)
+
+    def link_in(self, path: str) -> LinkInPath | None:
+        """The first symlink on the way to `path` (`path` included), for messages; None
+        when there is none (or the way changed while looking)."""
+        parts = _parts(path)
+        directory = os.dup(self.fd)
+        try:
+            for index, name in enumerate(parts):
+                st = os.stat(name, dir_fd=directory, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    where = "/" + "/".join(parts[: index + 1])
+                    text = os.readlink(name, dir_fd=directory)
+                    return LinkInPath(where, self.target_of(where, text))
+                if not stat.S_ISDIR(st.st_mode):
+                    return None
+                below = os.open(name, _DIR_FLAGS, dir_fd=directory)
+                os.close(directory)
+                directory = below
+            return None
+        except OSError:
+            return None
+        finally:
+            os.close(directory)
+
+    def target_of(self, link: str, text: str) -> str | None:
+        """The virtual path a symlink at `link` whose text is `text` names, if inside."""
+        if text.startswith("/"):
+            if text == self.path or text.startswith(self.path.rstrip("/") + "/"):
+                text = "/" + text[len(self.path) :].lstrip("/")
+            else:
+                return None
+        else:
+            text = posixpath.join(posixpath.dirname(link), text)
+        parts: list[str] = []
+        for part in text.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not parts:
+                    return None
+                parts.pop()
+            else:
+                parts.append(part)
+        return "/" + "/".join(parts)
+
+    # -- creating ----------------------------------------------------------------
+
+    def make_dirs(self, path: str) -> int:
+        """A readable fd of directory `path`, creating what is missing (mode 0o755).
+
+        New directories belong to their parent's owner when this process is root.
+        """
+        directory = os.dup(self.fd)
+        try:
+            for name in _parts(path):
+                try:
+                    below = os.open(name, _LIST_FLAGS, dir_fd=directory)
+                except FileNotFoundError:
+                    try:
+                        os.mkdir(name, 0o755, dir_fd=directory)
+                    except FileExistsError:
+                        pass  # made meanwhile; the open below decides what it is
+                    else:
+                        _inherit_owner(directory, name)
+                    below = os.open(name, _LIST_FLAGS, dir_fd=directory)
+                os.close(directory)
+                directory = below
+            return directory
+        except BaseException:
+            os.close(directory)
+            raise
+
+    def replace(self, path: str, data: bytes) -> None:
+        """Make `path` a regular file holding `data`, atomically, by renaming a new file
+        over the name.
+
+        The name is replaced, never written through: a symlink or a hard link at `path`
+        cannot carry the write elsewhere. The old file's mode and (as root) owner carry
+        over; a new file gets mode 0o644 less the umask and its directory's owner.
+        Raises IsADirectoryError, PermissionError (a read-only file) or other OSErrors.
+        """
+        parts = _parts(path)
+        parent = self.make_dirs("/".join(parts[:-1]))
+        name = parts[-1]
+        temporary = f".{name[:200]}.{secrets.token_hex(6)}.tether-tmp"
+        try:
+            old = _lstat_at(parent, name)
+            if old is not None:
+                if stat.S_ISDIR(old.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+                if not stat.S_ISREG(old.st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file", path)
+                if not os.access(
+                    name, os.W_OK, dir_fd=parent, effective_ids=_EFFECTIVE, follow_symlinks=False
+                ):
+                    raise PermissionError(errno.EACCES, "the file is read-only", path)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
+            fd = os.open(temporary, flags, 0o644 if old is None else 0o600, dir_fd=parent)
+            try:
+                with os.fdopen(fd, "wb", closefd=False) as file:
+                    file.write(data)
+                if old is not None:
+                    os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                if os.geteuid() == 0:
+                    owner = old if old is not None else os.fstat(parent)
+                    os.fchown(fd, owner.st_uid, owner.st_gid)
+            finally:
+                os.close(fd)
+            os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=parent)
+            raise
+        finally:
+            os.close(parent)
+
+    def create(self, path: str) -> int:
+        """A new file at `path` opened for writing (it must not exist yet), with its
+        directories; it belongs to its directory's owner when this process is root."""
+        parts = _parts(path)
+        parent = self.make_dirs("/".join(parts[:-1]))
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
+            fd = os.open(parts[-1], flags, 0o644, dir_fd=parent)
+            _inherit_owner(parent, parts[-1])
+            return fd
+        finally:
+            os.close(parent)
+
+    # -- walking -----------------------------------------------------------------
+
+    def walk(
+        self, path: str, *, skip: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[str, int, list[os.DirEntry[str]]]]:
+        """(virtual directory, its fd, its entries) for `path` and every directory below
+        it, depth first, never through a symlink; directories in `skip` (by name, or by
+        virtual path) are not entered. The fd is valid until the next item is asked for."""
+        top = "/" + "/".join(_parts(path))
+        yield from self._walk_below(top, self.open_dir(path), skip, top)
+
+    def _walk_below(
+        self, virtual: str, fd: int, skip: frozenset[str], top: str
+    ) -> Iterator[tuple[str, int, list[os.DirEntry[str]]]]:
+        try:
+            try:
+                with os.scandir(fd) as scan:
+                    entries = list(scan)
+            except OSError:
+                if virtual == top:
+                    raise
+                return  # a directory below that cannot be listed is left out
+            yield virtual, fd, entries
+            for entry in entries:
+                child = virtual.rstrip("/") + "/" + entry.name
+                if entry.name in skip or child in skip:
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    below = os.open(entry.name, _LIST_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # gone, or swapped for something else, since the listing
+                yield from self._walk_below(child, below, skip, top)
+        finally:
+            os.close(fd)
+
+
+_EFFECTIVE = os.access in os.supports_effective_ids
+
+
+def _lstat_at(directory: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _inherit_owner(directory: int, name: str) -> None:
+    """As root, what we create belongs to whoever owns the directory it is in."""
+    if os.geteuid() != 0:
+        return
+    owner = os.fstat(directory)
+    os.chown(name, owner.st_uid, owner.st_gid, dir_fd=directory, follow_symlinks=False)
