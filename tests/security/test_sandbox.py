@@ -105,8 +105,9 @@ async def test_a_root_owned_workspace_is_lent_to_nobody_and_given_back(project: 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own the workspace as another")
 async def test_under_root_a_users_workspace_runs_as_that_user(project: Path) -> None:
     user = 4242
-    for path in [project, *project.rglob("*")]:
-        os.chown(path, user, user, follow_symlinks=False)
+    for current, names, files in os.walk(project):
+        for name in [".", *names, *files]:
+            os.chown(os.path.join(current, name), user, user, follow_symlinks=False)
     sandbox = LocalSandbox(project)
     done = await sandbox.execute("id -u; echo new > new.txt")
     sandbox.close()
@@ -137,9 +138,9 @@ def test_the_unprivileged_sandbox_has_the_same_boundaries() -> None:
         print(done.output)
         """
     )
+    python = [sys.executable, "-c", script]
     ran = subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-        + [sys.executable, "-c", script],
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *python],
         capture_output=True,
         text=True,
         check=False,
@@ -168,3 +169,13 @@ def test_protected_paths_are_checked(tmp_path: Path) -> None:
         LocalSandbox(tmp_path / "ws", read_only=["/"])
     with pytest.raises(ConfigurationError, match="must be a list"):
         LocalSandbox(tmp_path / "ws", hidden="/.tether")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ownership is lent only by root")
+def test_two_sandboxes_on_one_workspace_give_it_back_once_both_close(project: Path) -> None:
+    first, second = LocalSandbox(project), LocalSandbox(project)
+    first.close()
+    assert os.stat(project / "src" / "app.py").st_uid == NOBODY  # the second still works
+    second.close()
+    assert os.stat(project / "src" / "app.py").st_uid == 0
+    assert os.stat(project).st_uid == 0

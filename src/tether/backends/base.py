@@ -3,7 +3,7 @@
 Every backend takes clean virtual paths (see `tether.backends.paths`) and raises
 `BackendError` with a message the model can act on. `glob` and `grep` are written once,
 in `tether.backends.search`, over `files` and `read`; a backend may answer them faster
-itself (FilesystemBackend uses ripgrep) as long as the results are the same.
+itself as long as the results are the same.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Each value remembers the layer it came from, for `tether config`."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tether.backends.hostfs import Root
 from tether.backends.permissions import Rule
 from tether.errors import ConfigurationError
 from tether.models.resolve import default_model
@@ -122,12 +124,20 @@ def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) 
 
 def _project_file(directory: Path) -> tuple[Path | None, dict[str, Any]]:
     """`tether.toml`, else `pyproject.toml` with a `[tool.tether]` table, else nothing."""
+    host = Root(directory)
     for name in ("tether.toml", "pyproject.toml"):
         path = directory / name
-        if not path.is_file():
+        try:  # never through a symlink: the file must be the project's own
+            fd = host.open(f"/{name}", os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
             continue
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read {path}: {exc.strerror} (a symbolic link is not read)"
+            ) from None
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            with os.fdopen(fd, "rb") as file:
+                data = tomllib.loads(file.read(1_000_000).decode("utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigurationError(f"cannot read {path}: {exc}") from None
         if name == "tether.toml":

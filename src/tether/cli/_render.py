@@ -100,7 +100,7 @@ def call_line(call: ToolCall, limit: int = 80) -> str:
 
 def result_note(result: ToolResult, limit: int = 100) -> str:
     """The first line of a failed call's error."""
-    first = next((line for line in result.text.splitlines() if line.strip()), "")
+    first = shown(next((line for line in result.text.splitlines() if line.strip()), ""))
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 

@@ -190,7 +190,7 @@ def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backen
         output.notice(OFFLINE_NOTICE, dim=True)
     memory = settings.memory
     if memory is None:
-        memory = ["/AGENTS.md"] if (directory / "AGENTS.md").is_file() else []
+        memory = _agents_file(directory)
     rules = [Rule(ops, paths, "deny") for ops, paths in _PROTECTED]  # type: ignore[arg-type]
     common: dict[str, Any] = {
         "limits": Limits(
@@ -221,6 +221,24 @@ def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backen
             f"{', '.join(sorted(tools))}"
         )
     return create_agent(model, interrupt_on=gates, **common)
+
+
+def _agents_file(directory: Path) -> list[str]:
+    """The project's AGENTS.md as memory, when it has one: where a symlink in the
+    project (`AGENTS.md -> CLAUDE.md`) points, since links are not followed."""
+    from tether.backends.hostfs import Root
+
+    host = Root(directory)
+    found = host.lstat("/AGENTS.md")
+    if found is None:
+        return []
+    if stat.S_ISREG(found.st_mode):
+        return ["/AGENTS.md"]
+    link = host.link_in("/AGENTS.md")
+    if link is None or link.target is None:
+        return []
+    target = host.lstat(link.target) if host.link_in(link.target) is None else None
+    return [link.target] if target is not None and stat.S_ISREG(target.st_mode) else []
 
 
 def _gate(tool: str, safe: list[str]) -> bool | dict[str, Any]:
@@ -271,6 +289,7 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
 
 
 def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: Output) -> int:
+    _checkpointer_url(loaded, directory)  # .tether is made before a sandbox lends anything
     backend = _backend(loaded, directory, output)
     try:
         return _drive(options, build_agent(loaded, directory, output, backend), directory, output)

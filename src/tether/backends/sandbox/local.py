@@ -28,6 +28,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -196,10 +197,10 @@ class LocalSandbox(_Shell):
         self.bwrap = _bwrap()
         self.uid, self.gid = _sandbox_user(self.root)
         _probe((self.bwrap, *self._namespaces(), *self._system()))
-        self._loan: weakref.finalize[[], LocalSandbox] | None = None
+        self._loan: weakref.finalize[[tuple[int, int]], LocalSandbox] | None = None
         if os.geteuid() == 0 and self.uid == NOBODY:
-            loan = _Loan(self.host, frozenset((*self.read_only, *self.hidden)))
-            self._loan = weakref.finalize(self, loan.end)
+            key = _borrow(self.host, frozenset((*self.read_only, *self.hidden)))
+            self._loan = weakref.finalize(self, _give_back, key)
 
     def close(self) -> None:
         """Give the workspace back to its owners, when it was lent to `nobody`."""
@@ -338,6 +339,31 @@ def _sandbox_user(root: Path) -> tuple[int, int]:
     if owner.st_uid != 0:
         return owner.st_uid, owner.st_gid
     return NOBODY, NOBODY
+
+
+_LOANS: dict[tuple[int, int], tuple[_Loan, int]] = {}
+_LOANS_LOCK = threading.Lock()
+
+
+def _borrow(host: Root, kept: frozenset[str]) -> tuple[int, int]:
+    """Lend the workspace to nobody, or count one more borrower of a loan under way
+    (two sandboxes on one workspace must not record each other's loan as the owners)."""
+    top = os.fstat(host.fd)
+    key = (top.st_dev, top.st_ino)
+    with _LOANS_LOCK:
+        loan, count = _LOANS.get(key, (None, 0))
+        _LOANS[key] = (loan or _Loan(host, kept), count + 1)
+    return key
+
+
+def _give_back(key: tuple[int, int]) -> None:
+    """One borrower less; the last gives the workspace back."""
+    with _LOANS_LOCK:
+        loan, count = _LOANS.pop(key)
+        if count > 1:
+            _LOANS[key] = (loan, count - 1)
+            return
+    loan.end()
 
 
 class _Loan:
