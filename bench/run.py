@@ -5,10 +5,10 @@ deepagents' side in bench/.venv-deepagents (which `make bench` installs from
 bench/requirements-deepagents.txt), the bare loop next to tether. Writes
 bench/results.json and bench/RESULTS.md.
 
-    .venv/bin/python bench/run.py [--quick] [--only search]
+    .venv/bin/python bench/run.py [--quick] [--only search] [--only prompt]
 
-`--only search` measures the search rows again and keeps the rest of results.json; the
-report says when each part was measured.
+`--only PART` measures that part again and keeps the rest of results.json; the report
+says when each part was measured.
 """
 
 from __future__ import annotations
@@ -170,7 +170,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
     parser.add_argument(
-        "--only", choices=["search"], help="measure this part again, keep the rest of the results"
+        "--only",
+        choices=["search", "prompt"],
+        action="append",
+        help="measure this part again, keep the rest of the results (repeatable)",
     )
     options = parser.parse_args()
     if not Path(SIDES["deepagents"][0]).exists():
@@ -211,18 +214,19 @@ def main() -> None:
     print((HERE / "RESULTS.md").read_text())
 
 
-def again(part: str) -> None:
-    """Measure one part again (20,000 files for search) and rewrite the report."""
+def again(parts: list[str]) -> None:
+    """Measure some parts again (at full size) and rewrite the report."""
     results = json.loads((HERE / "results.json").read_text())
     if results.get("quick"):
         raise SystemExit("results.json is a quick run: run the whole bench first")
-    results["runs"][part] = search(20_000, 3)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    results.setdefault("again", {})[part] = when
+    for part in parts:
+        print(part, file=sys.stderr, flush=True)
+        results["runs"][part] = search(20_000, 3) if part == "search" else both("prompt")
+        results.setdefault("again", {})[part] = when
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    agents = 1000
     big = max(int(size) for size in results["runs"]["steps"])
-    (HERE / "RESULTS.md").write_text(report(results, big, agents))
+    (HERE / "RESULTS.md").write_text(report(results, big, agents=1000))
     print((HERE / "RESULTS.md").read_text())
 
 

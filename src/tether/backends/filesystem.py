@@ -142,11 +142,18 @@ class FilesystemBackend:
                         f"Permission denied: {path} is a hard link to {name}, which may not "
                         "be read."
                     )
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read(self.max_file_bytes + 1)
-        if len(data) > self.max_file_bytes:  # it grew while we read it
+        chunks = []
+        size = 0
+        while size <= self.max_file_bytes:  # read what fstat said, and what it grew by since
+            wanted = max(st.st_size + 1 - size, 65_536)
+            chunk = os.read(fd, wanted)
+            chunks.append(chunk)
+            size += len(chunk)
+            if len(chunk) < wanted:  # the end of the file
+                break
+        if size > self.max_file_bytes:
             raise BackendError(f"{path} is over the {self.max_file_bytes} byte limit.")
-        return data
+        return b"".join(chunks)
 
     async def write(self, path: str, data: bytes) -> None:
         if len(data) > self.max_file_bytes:
@@ -195,26 +202,24 @@ class FilesystemBackend:
         return await asyncio.to_thread(self._files, clean(path))
 
     def _files(self, path: str) -> list[FileInfo]:
-        found = [
-            FileInfo(file_path, size=st.st_size, modified=st.st_mtime)
-            for file_path, _, _, st in self._regular_files(path)
-        ]
+        found = []
+        for file_path, entry, _ in self._regular_files(path):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.append(FileInfo(file_path, size=st.st_size, modified=st.st_mtime))
         return sorted(found, key=lambda f: f.path)
 
-    def _regular_files(self, path: str) -> Iterator[tuple[str, str, int, os.stat_result]]:
-        """(path, name, its directory's fd, lstat) of every regular file under `path`
-        (no symlinks, no .git); nothing when `path` is not a directory."""
+    def _regular_files(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+        """(path, entry, its directory's fd) of every regular file under `path` (no
+        symlinks, no .git); nothing when `path` is not a directory."""
         try:
             walk = self.host.walk(path, skip=_SKIPPED_DIRS)
             for directory, fd, entries in walk:
                 for entry in entries:
-                    if not _addressable(entry.name) or not entry.is_file(follow_symlinks=False):
-                        continue
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    yield join(directory, entry.name), entry.name, fd, st
+                    if entry.is_file(follow_symlinks=False) and _addressable(entry.name):
+                        yield join(directory, entry.name), entry, fd
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not self._link_error(path):
                 return
@@ -233,13 +238,12 @@ class FilesystemBackend:
         whole = None if anchored else re.compile(regex.pattern, regex.flags | re.MULTILINE)
         aliases = _Aliases(self.host)
         hits: list[GrepHit] = []
-        for file_path, name, directory, st in self._regular_files(path):
-            if st.st_size > self.max_file_bytes:
-                continue
+        for file_path, entry, directory in self._regular_files(path):
             if self.admits is not None and not self.admits("read", file_path):
                 continue
             try:
-                fd = os.open(name, _READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+                flags = _READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(entry.name, flags, dir_fd=directory)
             except OSError:
                 continue  # gone, or swapped for a link, since the listing
             try:
@@ -320,8 +324,10 @@ class _Aliases:
 
 def _addressable(name: str) -> bool:
     """Whether the agent can name this entry: valid UTF-8, and a name `clean` accepts."""
+    if name.isascii() and name.isprintable() and name.strip() == name and "\\" not in name:
+        return True  # most names, quickly (scandir never gives "." or "..")
     try:
         name.encode()
-        return clean(name) == "/" + name
+        return clean("/d/" + name) == "/d/" + name
     except (UnicodeEncodeError, BackendError):
         return False
