@@ -144,6 +144,17 @@ def test_a_planted_tether_directory_is_refused(repository: Path, tmp_path: Path)
     assert list(elsewhere.iterdir()) == []
 
 
+def test_planted_sqlite_journal_links_are_refused(repository: Path, tmp_path: Path) -> None:
+    (repository / ".tether").mkdir()
+    target = tmp_path / "victim"
+    target.write_text("intact")
+    (repository / ".tether" / "runs.db-wal").symlink_to(target)
+    done = tether(repository, "threads", env=_env(tmp_path))
+    assert done.returncode == 2
+    assert ".tether/runs.db-wal in the project is not a regular file" in done.stderr
+    assert target.read_text() == "intact"
+
+
 GATES_OFF = "[interrupt_on]\nwrite_file = false\nexecute = false\n"
 WRITE = [[{"tool": "write_file", "args": {"file_path": "/out.txt", "content": "x"}}], "done"]
 

@@ -184,3 +184,32 @@ async def test_without_virtual_mode_paths_are_host_paths(layout: tuple[Path, Pat
     assert "is a symbolic link to" in through_link.text  # still never followed
     listing = await call_tool(backend, "ls", path=str(outside))
     assert listing.text.startswith(f"{outside}/secret.txt (10 bytes")
+
+
+async def test_a_write_to_a_symlink_names_it_and_leaves_it(layout: tuple[Path, Path]) -> None:
+    """Custom tools write through the backend directly: a link is named, not replaced."""
+    from tether.backends import BackendError
+
+    root, _ = layout
+    with pytest.raises(BackendError, match=r"/ok_link\.txt is a symbolic link to /a\.txt"):
+        await FilesystemBackend(root).write("/ok_link.txt", b"x")
+    assert (root / "ok_link.txt").is_symlink()
+    assert (root / "a.txt").read_text() == "hello"
+
+
+@pytest.mark.parametrize("walk", [False, True])
+def test_the_resolver_never_climbs_out_even_if_asked_directly(
+    layout: tuple[Path, Path], walk: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defense in depth below `clean`: the host resolver itself refuses '..'."""
+    from tether.backends import hostfs
+
+    if walk:
+        without = hostfs._Openat2.__new__(hostfs._Openat2)
+        without.syscall = None
+        monkeypatch.setattr(hostfs, "_openat2", without)
+    root, _ = layout
+    host = hostfs.Root(root)
+    for path in ("/../outside/secret.txt", "/inner/../../outside/secret.txt", "/.."):
+        with pytest.raises(OSError, match="leads out of the root"):
+            host.open(path, os.O_RDONLY)

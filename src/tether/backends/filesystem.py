@@ -167,16 +167,17 @@ class FilesystemBackend:
             raise BackendError("'/' is a directory; give a file path.")
         try:
             self.host.replace(path, data)
-        except IsADirectoryError:
-            raise BackendError(f"{path} is a directory; give a file path.") from None
-        except PermissionError as exc:
-            raise BackendError(f"Cannot write {path}: {exc.strerror}.") from None
         except OSError as exc:
+            link = self._link_error(path)  # a symlink on the way, or at the name itself
+            if link is not None:
+                raise link from None
+            if isinstance(exc, IsADirectoryError):
+                raise BackendError(f"{path} is a directory; give a file path.") from None
             if exc.errno == errno.EINVAL:
                 raise BackendError(
                     f"{path} is not a regular file (a device, FIFO or socket)."
                 ) from None
-            if exc.errno in (errno.ENOTDIR, errno.EEXIST) and not self._link_error(path):
+            if exc.errno in (errno.ENOTDIR, errno.EEXIST):
                 raise BackendError(f"A parent of {path} is a file.") from None
             raise self._error(path, exc, "write") from None
 

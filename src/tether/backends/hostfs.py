@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LinkInPath", "Root", "entry_kind"]
+__all__ = ["LinkInPath", "Root"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -114,19 +114,13 @@ class LinkInPath:
     target: str | None
 
 
-def entry_kind(mode: int) -> str:
-    """ "file", "dir", "link" or "other" (devices, FIFOs, sockets) for an lstat mode."""
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "link"
-    return "other"
-
-
 def _parts(path: str) -> list[str]:
-    return [p for p in path.split("/") if p]
+    """The components of a clean virtual path; '..' never gets this far, but if it did
+    the walk must not climb with it."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    if ".." in parts:
+        raise OSError(errno.EXDEV, "'..' leads out of the root", path)
+    return parts
 
 
 class Root:

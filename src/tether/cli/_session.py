@@ -163,17 +163,19 @@ def _plain_database(directory: Path, relative: str) -> None:
         path = clean(relative)
         host = Root(directory)
         os.close(host.make_dirs(path.rsplit("/", 1)[0] or "/"))
-        found = host.lstat(path)
+        # SQLite opens its journal files beside the database by name too.
+        found = {suffix: host.lstat(path + suffix) for suffix in ("", "-wal", "-shm", "-journal")}
     except (BackendError, OSError) as exc:
         raise ConfigurationError(
             f"the run records {relative} cannot be kept in the project ({exc}); a directory "
             "on the way is a symbolic link or not a directory"
         ) from None
-    if found is not None and not stat.S_ISREG(found.st_mode):
-        raise ConfigurationError(
-            f"the run records {relative} in the project are not a regular file (a symbolic "
-            "link?); remove it or set checkpointer elsewhere"
-        )
+    for suffix, there in found.items():
+        if there is not None and not stat.S_ISREG(there.st_mode):
+            raise ConfigurationError(
+                f"the run records' {relative + suffix} in the project is not a regular file "
+                "(a symbolic link?); remove it or set checkpointer elsewhere"
+            )
 
 
 def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backend) -> Agent[str]:
