@@ -66,3 +66,29 @@ def test_local_context_names_the_directory_branch_and_top_level(tmp_path: Path) 
     agent = create_agent(ScriptedModel(["x"]), capabilities=[LocalContext(tmp_path)])
     prompt = agent._plan.system_prompt
     assert prompt.index("## Local context") > prompt.index("## Files")  # its slot is last
+
+
+def test_local_context_does_not_read_through_a_planted_head(tmp_path: Path) -> None:
+    """A repository shipped with .git/HEAD -> a host file must not put it in the prompt."""
+    secret = tmp_path / "secret"
+    secret.write_text("root:$6$hash-of-a-password\n")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "repo" / ".git" / "HEAD").symlink_to(secret)
+    section = LocalContext(tmp_path / "repo").prompt()
+    assert "root:" not in section
+    assert "git repository" not in section
+
+
+def test_a_symlinked_agents_file_is_remembered_by_its_target(tmp_path: Path) -> None:
+    from tether.cli._session import _agents_file
+
+    (tmp_path / "CLAUDE.md").write_text("# Rules\n")
+    assert _agents_file(tmp_path) == []
+    (tmp_path / "AGENTS.md").symlink_to("CLAUDE.md")
+    assert _agents_file(tmp_path) == ["/CLAUDE.md"]
+    (tmp_path / "AGENTS.md").unlink()
+    (tmp_path / "AGENTS.md").symlink_to("/etc/hostname")  # leads out: not memory
+    assert _agents_file(tmp_path) == []
+    (tmp_path / "AGENTS.md").unlink()
+    (tmp_path / "AGENTS.md").write_text("# Mine\n")
+    assert _agents_file(tmp_path) == ["/AGENTS.md"]
