@@ -213,3 +213,12 @@ def test_the_resolver_never_climbs_out_even_if_asked_directly(
     for path in ("/../outside/secret.txt", "/inner/../../outside/secret.txt", "/.."):
         with pytest.raises(OSError, match="leads out of the root"):
             host.open(path, os.O_RDONLY)
+
+
+async def test_a_write_to_the_longest_name_works(tmp_path: Path) -> None:
+    name = "é" * 127  # 254 bytes: the temporary file beside it must still fit
+    backend = FilesystemBackend(tmp_path)
+    await backend.write(f"/{name}", b"x")
+    await backend.write(f"/{name}", b"y")
+    assert (tmp_path / name).read_bytes() == b"y"
+    assert os.listdir(tmp_path) == [name]  # no temporary file left behind

@@ -270,7 +270,7 @@ class Root:
         parts = _parts(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         name = parts[-1]
-        temporary = f".{name[:200]}.{secrets.token_hex(6)}.tether-tmp"
+        temporary = f".tether-{secrets.token_hex(8)}.tmp"  # short: any name fits beside it
         try:
             old = _lstat_at(parent, name)
             if old is not None:
