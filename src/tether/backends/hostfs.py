@@ -181,9 +181,7 @@ class Root:
             return os.fstat(self.fd)
         parent = self.open_dir("/".join(parts[:-1]))
         try:
-            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
+            return _lstat_at(parent, parts[-1])
         finally:
             os.close(parent)
 

@@ -122,12 +122,21 @@ class PermissionedBackend:
     def guarded(self, admits: Admits) -> PermissionedBackend:
         return PermissionedBackend(push_down(self.backend, admits), self.rules, self.policy)
 
+    def refusal(self, operation: Operation, path: str) -> str | None:
+        """Why `operation` on clean `path` may not go on, or None when it may (a policy
+        that raises `BackendError` refuses with its own message)."""
+        if not allowed(self.rules, operation, path):
+            return f"Permission denied: {operation} access to {path} is not allowed."
+        if self.policy is not None:
+            reason = self.policy(operation, path)
+            if reason:
+                return f"Refused by policy: {reason}"
+        return None
+
     def allows(self, operation: Operation, path: str) -> bool:
         """Whether the rules and the policy let `operation` on clean `path` go on."""
-        if not allowed(self.rules, operation, path):
-            return False
         try:
-            return not (self.policy is not None and self.policy(operation, path))
+            return self.refusal(operation, path) is None
         except BackendError:
             return False
 
@@ -137,12 +146,9 @@ class PermissionedBackend:
         Rules match clean paths only, so "//secrets/x" cannot slip past "/secrets/**".
         """
         path = clean(path)
-        if not allowed(self.rules, operation, path):
-            raise BackendError(f"Permission denied: {operation} access to {path} is not allowed.")
-        if self.policy is not None:
-            refusal = self.policy(operation, path)
-            if refusal:
-                raise BackendError(f"Refused by policy: {refusal}")
+        reason = self.refusal(operation, path)
+        if reason is not None:
+            raise BackendError(reason)
         return path
 
     def visible(self, path: str) -> bool:

@@ -239,7 +239,10 @@ def _agents_file(directory: Path) -> list[str]:
     link = host.link_in("/AGENTS.md")
     if link is None or link.target is None:
         return []
-    target = host.lstat(link.target) if host.link_in(link.target) is None else None
+    try:  # the target itself must be a plain file, reached with no link on the way
+        target = host.lstat(link.target)
+    except OSError:
+        return []
     return [link.target] if target is not None and stat.S_ISREG(target.st_mode) else []
 
 

@@ -26,8 +26,6 @@ from tether.errors import ConfigurationError
 
 __all__ = ["needs_trust", "trust_file", "trusted"]
 
-_PROJECT_DB = "sqlite:///.tether/"
-
 
 def needs_trust(loaded: Loaded) -> dict[str, Any]:
     """The settings from the project file that weaken safety: what they would be."""
