@@ -296,3 +296,33 @@ def test_sync_runs_on_postgres_do_not_keep_a_connection_each() -> None:
     assert before is not None
     assert after is not None
     assert after[0] - before[0] <= 1  # only the last run's connection stays open
+
+
+def test_connections_opening_a_new_sqlite_file_at_once_all_succeed(tmp_path: Path) -> None:
+    # SQLite refuses the switch to WAL at once, without waiting, while another connection
+    # makes it; every opener must wait its turn instead of failing with "database is locked".
+    import threading
+
+    from tether._sqlite import SqliteDatabase
+
+    errors: list[Exception] = []
+    for round_ in range(80):
+        path = tmp_path / f"{round_}.db"
+        start = threading.Barrier(8)
+
+        def open_one(path: Path, start: threading.Barrier) -> None:
+            database = SqliteDatabase(path, "test", ["CREATE TABLE IF NOT EXISTS t (a)"])
+            start.wait()
+            try:
+                asyncio.run(database.run(lambda db: db.execute("SELECT 1").fetchall()))
+            except Exception as error:
+                errors.append(error)
+            finally:
+                database.close()
+
+        openers = [threading.Thread(target=open_one, args=(path, start)) for _ in range(8)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+    assert errors == []

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -66,7 +67,7 @@ class SqliteDatabase:
             isolation_level=None,  # transactions are explicit
             check_same_thread=False,  # used from worker threads, one at a time
         )
-        db.execute("PRAGMA journal_mode=WAL")
+        _wal(db, self.busy_timeout_seconds)
         db.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process
         with transaction(db):
             self._migrate(db)
@@ -98,6 +99,22 @@ class SqliteDatabase:
                 "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
                 (self.component, len(self.migrations)),
             )
+
+
+def _wal(db: sqlite3.Connection, patience: float) -> None:
+    """Switch the file to WAL. SQLite answers "database is locked" at once, without its
+    busy handler, while another connection makes the same switch; so wait and retry."""
+    deadline = time.monotonic() + patience
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 @contextlib.contextmanager
