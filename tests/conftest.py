@@ -27,7 +27,9 @@ def postgres_url() -> str:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("DROP TABLE IF EXISTS tether_records, tether_store, tether_schema")
+        db.execute(
+            "DROP TABLE IF EXISTS tether_records, tether_leases, tether_store, tether_schema"
+        )
     return url
 
 

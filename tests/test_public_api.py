@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PUBLIC = {
     "Agent",
+    "AlreadyDecidedError",
     "ApprovalRequest",
     "Approve",
     "Capability",
@@ -32,9 +33,11 @@ PUBLIC = {
     "RunState",
     "ScriptExhaustedError",
     "StopReason",
+    "StorageError",
     "SubAgent",
     "TetherError",
     "TetherWarning",
+    "ThreadBusyError",
     "Todo",
     "Tool",
     "ToolContext",
@@ -53,6 +56,9 @@ def test_all_lists_exactly_the_public_names() -> None:
 
 def test_every_error_is_a_tether_error() -> None:
     for name in (
+        "AlreadyDecidedError",
+        "StorageError",
+        "ThreadBusyError",
         "ConfigurationError",
         "ModelError",
         "ModelHTTPError",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether import ConfigurationError, Limits, create_agent, tool
+from tether import ConfigurationError, Limits, StorageError, create_agent, tool
 from tether.checkpoint import open_checkpointer
 from tether.checkpoint.journal import replay
 from tether.checkpoint.sqlite import SCHEMA_VERSION, SqliteCheckpointer
@@ -197,8 +197,9 @@ def test_the_schema_is_versioned_and_a_newer_one_is_refused(tmp_path: Path) -> N
         assert version.fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         raw.execute("UPDATE tether_schema SET version = version + 1")
-    with pytest.raises(ConfigurationError, match="newer than this tether understands"):
+    with pytest.raises(StorageError, match="written by a newer tether") as caught:
         asyncio.run(SqliteCheckpointer(path).load("t"))
+    assert caught.value.database == str(path)
 
 
 def test_a_finished_call_beside_one_that_died_is_not_run_again(store_url: str) -> None:

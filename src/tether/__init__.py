@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from tether.capabilities import Capability
     from tether.capabilities.compaction import Compaction
     from tether.errors import (
+        AlreadyDecidedError,
         ConfigurationError,
         CostUnknownWarning,
         ModelError,
@@ -24,8 +25,10 @@ if TYPE_CHECKING:
         OutputError,
         RunError,
         ScriptExhaustedError,
+        StorageError,
         TetherError,
         TetherWarning,
+        ThreadBusyError,
         ToolError,
         ToolFatalError,
     )
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent",
+    "AlreadyDecidedError",
     "ApprovalRequest",
     "Approve",
     "Capability",
@@ -57,9 +61,11 @@ __all__ = [
     "RunState",
     "ScriptExhaustedError",
     "StopReason",
+    "StorageError",
     "SubAgent",
     "TetherError",
     "TetherWarning",
+    "ThreadBusyError",
     "Todo",
     "Tool",
     "ToolContext",
@@ -84,6 +90,7 @@ _HOMES = {
     "Respond": "tether.approval",
     "Capability": "tether.capabilities",
     "Compaction": "tether.capabilities.compaction",
+    "AlreadyDecidedError": "tether.errors",
     "ConfigurationError": "tether.errors",
     "CostUnknownWarning": "tether.errors",
     "ModelError": "tether.errors",
@@ -93,6 +100,8 @@ _HOMES = {
     "ScriptExhaustedError": "tether.errors",
     "TetherError": "tether.errors",
     "TetherWarning": "tether.errors",
+    "StorageError": "tether.errors",
+    "ThreadBusyError": "tether.errors",
     "ToolError": "tether.errors",
     "ToolFatalError": "tether.errors",
     "Limits": "tether.limits",

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tether.errors import ConfigurationError
+from tether.errors import ConfigurationError, StorageError, TetherError
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,6 +36,8 @@ class PostgresDatabase:
     def __init__(self, url: str, component: str, migrations: Sequence[str]) -> None:
         _psycopg()  # fail at construction, not at the first run, when psycopg is missing
         self.url = url
+        self.where = describe(url)
+        """The database without its password, for messages."""
         self.component = component
         self.migrations = tuple(migrations)
         self._connections: weakref.WeakKeyDictionary[
@@ -48,9 +50,27 @@ class PostgresDatabase:
 
     async def run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """`await work(connection)` inside one transaction, alone on the connection."""
-        connection, lock = await self._connect()
-        async with lock, connection.transaction():
-            return await work(connection)
+        try:
+            connection, lock = await self._connect()
+            async with lock, connection.transaction():
+                return await work(connection)
+        except TetherError:
+            raise
+        except (_psycopg().Error, OSError) as error:
+            raise self._failure(error) from error
+
+    def _failure(self, error: Exception) -> StorageError:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if isinstance(error, _psycopg().OperationalError):
+            why = (
+                "cannot be reached; check that the server runs and that the URL's host, port, "
+                "database, user and password are right"
+            )
+        else:
+            why = f"failed: {type(error).__name__}"
+        return StorageError(
+            f"the Postgres database {self.where} {why} (Postgres: {text})", database=self.where
+        )
 
     async def close(self) -> None:
         for connection, _ in list(self._connections.values()):
@@ -97,9 +117,11 @@ class PostgresDatabase:
         row = await cursor.fetchone()
         version = row[0] if row else 0
         if version > len(self.migrations):
-            raise ConfigurationError(
-                f"the {self.component} tables have schema version {version}, newer than this "
-                f"tether understands ({len(self.migrations)}); upgrade tether"
+            raise StorageError(
+                f"the {self.component} tables in {self.where} were written by a newer tether "
+                f"(schema version {version}; this one reads up to {len(self.migrations)}); "
+                "tether changed nothing. Upgrade tether, or point it at another database",
+                database=self.where,
             )
         for number in range(version, len(self.migrations)):
             await db.execute(self.migrations[number])
@@ -109,3 +131,14 @@ class PostgresDatabase:
                 "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
                 (self.component, len(self.migrations)),
             )
+
+
+def describe(url: str) -> str:
+    """`url` as user@host:port/database, without its password."""
+    try:
+        parts = _psycopg().conninfo.conninfo_to_dict(url)
+    except Exception:  # not parseable: say nothing that could hold a password
+        return "postgresql://..."
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{parts.get('host') or 'localhost'}{port}/{parts.get('dbname', '')}"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from tether.errors import ConfigurationError
+from tether.errors import StorageError
 
 __all__ = ["SqliteDatabase", "transaction"]
 
@@ -46,7 +46,10 @@ class SqliteDatabase:
 
         def locked() -> T:
             with self._lock:
-                return work(self._connect())
+                try:
+                    return work(self._connect())
+                except (sqlite3.Error, OSError) as error:
+                    raise self._failure(error) from error
 
         return await asyncio.to_thread(locked)
 
@@ -67,12 +70,66 @@ class SqliteDatabase:
             isolation_level=None,  # transactions are explicit
             check_same_thread=False,  # used from worker threads, one at a time
         )
-        _wal(db, self.busy_timeout_seconds)
-        db.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process
-        with transaction(db):
-            self._migrate(db)
+        try:
+            self._check_foreign(db)
+            _wal(db, self.busy_timeout_seconds)
+            db.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process
+            with transaction(db):
+                self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
         self._connection = db
         return db
+
+    def _check_foreign(self, db: sqlite3.Connection) -> None:
+        """Refuse a database that holds another program's tables: tether writes only
+        into its own files."""
+        tables = [
+            name
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not name.startswith("sqlite_")
+        ]
+        if tables and "tether_schema" not in tables:
+            shown = ", ".join(sorted(tables)[:5])
+            raise StorageError(
+                f"{self.path} holds another program's tables ({shown}), not tether's; "
+                "tether changed nothing in it. Point tether at another file",
+                database=self.path,
+            )
+
+    def _failure(self, error: sqlite3.Error | OSError) -> StorageError:
+        """What broke, said for a person: the file, the cause, and what to do."""
+        path = self.path
+        text = str(error)
+        target = Path(path)
+        if target.is_dir():
+            why = "is a directory, not a database file; remove it or point tether at a file"
+        elif isinstance(error, OSError):
+            why = "cannot be created; check its directory and its permissions"
+        elif "file is not a database" in text or "malformed" in text:
+            why = (
+                "is damaged or is not a SQLite database; tether changed nothing in it. "
+                "Restore it from a backup, or move it aside to start a new one"
+            )
+        elif "readonly" in text or "read-only" in text:
+            why = "is read-only to this process; give it (and its directory) write permission"
+        elif "unable to open" in text:
+            why = (
+                "cannot be opened: its directory is missing or not writable by this process; "
+                "check the path and its permissions"
+            )
+        elif "locked" in text or "busy" in text:
+            why = (
+                f"stayed locked by another process for {self.busy_timeout_seconds:g} s; "
+                "find the process that holds it (fuser) and let it finish"
+            )
+        elif "full" in text:
+            why = "cannot grow: the disk is full; free some space"
+        else:
+            why = f"failed: {type(error).__name__}: {text}"
+        source = "" if isinstance(error, OSError) else "SQLite: "
+        return StorageError(f"the SQLite database {path} {why} ({source}{text})", database=path)
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         db.execute(
@@ -84,9 +141,11 @@ class SqliteDatabase:
         ).fetchone()
         version = row[0] if row else 0
         if version > len(self.migrations):
-            raise ConfigurationError(
-                f"the {self.component} tables in {self.path} have schema version {version}, "
-                f"newer than this tether understands ({len(self.migrations)}); upgrade tether"
+            raise StorageError(
+                f"the {self.component} tables in {self.path} were written by a newer tether "
+                f"(schema version {version}; this one reads up to {len(self.migrations)}); "
+                "tether changed nothing. Upgrade tether, or point it at another file",
+                database=self.path,
             )
         for number in range(version, len(self.migrations)):
             # One statement at a time: executescript would commit the open transaction.

@@ -34,7 +34,7 @@ from tether.capabilities.skills import Skills
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
-from tether.errors import ConfigurationError
+from tether.errors import AlreadyDecidedError, ConfigurationError
 from tether.events import Event
 from tether.limits import Limits, without_spending_limits
 from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
@@ -155,14 +155,17 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
         thread_id: str | None = None,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
         """Run until the agent answers or a limit stops it.
 
         With a `thread_id` the run continues that thread's conversation (its messages,
         files and todos) and every step is recorded by the checkpointer, so a run that
-        is killed can be resumed with `resume`.
+        is killed can be resumed with `resume`. A thread has one run at a time: while
+        another holds it, this raises `ThreadBusyError`, or first waits up to `wait`
+        seconds for it to end.
         """
-        return await self._execute(prompt, message_history, deps, thread_id)
+        return await self._execute(prompt, message_history, deps, thread_id, wait=wait)
 
     def run(
         self,
@@ -171,11 +174,12 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
         thread_id: str | None = None,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
         """`arun` for code without an event loop; inside one (Jupyter) it uses a worker thread."""
         return _run_sync(
             lambda: self.arun(
-                prompt, message_history=message_history, deps=deps, thread_id=thread_id
+                prompt, message_history=message_history, deps=deps, thread_id=thread_id, wait=wait
             )
         )
 
@@ -185,11 +189,16 @@ class Agent(Generic[OutputT]):
         *,
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
         """Continue the thread's unfinished run from its last recorded step: one that was
         killed, or one waiting for `decisions` on its `interrupts` (a list in their order,
-        or a mapping by call id). Tool calls that finished are not run again."""
-        return await self._resume(thread_id, decisions, deps)
+        or a mapping by call id). Tool calls that finished are not run again.
+
+        Decisions are applied once: sent again for calls already decided, they raise
+        `AlreadyDecidedError` with the earlier ones. `wait` is as for `arun`.
+        """
+        return await self._resume(thread_id, decisions, deps, wait=wait)
 
     async def stream_resume(
         self,
@@ -197,9 +206,12 @@ class Agent(Generic[OutputT]):
         *,
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
+        wait: float = 0.0,
     ) -> AsyncIterator[Event]:
         """`aresume`, yielding events as they happen like `stream`."""
-        async for event in _streamed(lambda emit: self._resume(thread_id, decisions, deps, emit)):
+        async for event in _streamed(
+            lambda emit: self._resume(thread_id, decisions, deps, emit, wait=wait)
+        ):
             yield event
 
     async def _resume(
@@ -208,34 +220,39 @@ class Agent(Generic[OutputT]):
         decisions: Sequence[Decision] | Mapping[str, Decision] | None,
         deps: Any,
         emit: Callable[[Event], None] | None = None,
+        *,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
-        journal, thread = await self._open_thread(thread_id)
-        if not thread.exists:
-            raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
-        if not thread.unfinished:
-            raise ConfigurationError(
-                f"thread {thread_id!r} has nothing to resume: its last run ended with "
-                f"{thread.stop_reason!r}; start a new run with run(..., thread_id=...)"
-            )
-        if thread.interrupts or decisions is not None:
-            if not thread.interrupts:
-                raise ConfigurationError(f"thread {thread_id!r} has no call waiting for a decision")
-            chosen = match_decisions(thread.interrupts, decisions)
-            await journal.decided(chosen)
-            thread.decisions.update(chosen)
         from tether.loop import execute_run
 
-        start = thread.run_start
-        return await execute_run(
-            self,
-            thread.messages,
-            new_messages=len(thread.messages) - start,
-            deps=deps,
-            emit=emit,
-            journal=journal,
-            thread=thread,
-            resume=True,
-        )
+        async with self._hold(thread_id, "resume", wait) as (journal, thread):
+            if not thread.exists:
+                raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
+            if decisions is not None and not thread.interrupts:
+                _refuse_decided_again(thread, decisions)
+            if not thread.unfinished:
+                raise ConfigurationError(
+                    f"thread {thread_id!r} has nothing to resume: its last run ended with "
+                    f"{thread.stop_reason!r}; start a new run with run(..., thread_id=...)"
+                )
+            if thread.interrupts or decisions is not None:
+                if not thread.interrupts:
+                    raise ConfigurationError(
+                        f"thread {thread_id!r} has no call waiting for a decision"
+                    )
+                chosen = match_decisions(thread.interrupts, decisions)
+                await journal.decided(chosen)
+                thread.decisions.update(chosen)
+            return await execute_run(
+                self,
+                thread.messages,
+                new_messages=len(thread.messages) - thread.run_start,
+                deps=deps,
+                emit=emit,
+                journal=journal,
+                thread=thread,
+                resume=True,
+            )
 
     def resume(
         self,
@@ -243,9 +260,10 @@ class Agent(Generic[OutputT]):
         *,
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
         """`aresume` for code without an event loop."""
-        return _run_sync(lambda: self.aresume(thread_id, decisions=decisions, deps=deps))
+        return _run_sync(lambda: self.aresume(thread_id, decisions=decisions, deps=deps, wait=wait))
 
     async def athreads(self) -> list[ThreadInfo]:
         """The checkpointer's threads, the most recently written first."""
@@ -257,7 +275,9 @@ class Agent(Generic[OutputT]):
 
     async def ahistory(self, thread_id: str) -> list[Message]:
         """The thread's conversation as recorded, compactions applied."""
-        _, thread = await self._open_thread(thread_id)
+        from tether.checkpoint.journal import read_thread
+
+        thread = await read_thread(self._checkpointer(), _checked_thread_id(thread_id))
         return thread.messages
 
     def history(self, thread_id: str) -> list[Message]:
@@ -265,8 +285,9 @@ class Agent(Generic[OutputT]):
         return _run_sync(lambda: self.ahistory(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> bool:
-        """Delete the thread's record; whether it existed."""
-        return await self._checkpointer().delete(thread_id)
+        """Delete the thread's record; whether it existed. `ThreadBusyError` while a run
+        holds the thread."""
+        return await self._checkpointer().delete(_checked_thread_id(thread_id))
 
     def delete_thread(self, thread_id: str) -> bool:
         """`adelete_thread` for code without an event loop."""
@@ -279,6 +300,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[Message] | None = None,
         deps: Any = None,
         thread_id: str | None = None,
+        wait: float = 0.0,
     ) -> AsyncIterator[Event]:
         """Run and yield events as they happen, `RunFinished` last.
 
@@ -286,7 +308,7 @@ class Agent(Generic[OutputT]):
         loop early cancels the run.
         """
         async for event in _streamed(
-            lambda emit: self._execute(prompt, message_history, deps, thread_id, emit)
+            lambda emit: self._execute(prompt, message_history, deps, thread_id, emit, wait=wait)
         ):
             yield event
 
@@ -299,37 +321,41 @@ class Agent(Generic[OutputT]):
         emit: Callable[[Event], None] | None = None,
         *,
         run_id: str | None = None,
+        wait: float = 0.0,
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
-        journal = thread = None
         if thread_id is None and self._plan.approvals:
             thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
-        if thread_id is not None:
-            if history is not None:
-                raise ConfigurationError(
-                    "give a thread_id or a message_history, not both: a thread keeps its own"
-                )
-            journal, thread = await self._open_thread(thread_id)
+        if thread_id is None:
+            messages = _start_messages(prompt, history)
+            new_messages = len(messages) - len(history or ())
+            return await execute_run(
+                self, messages, new_messages=new_messages, deps=deps, emit=emit, run_id=run_id
+            )
+        if history is not None:
+            raise ConfigurationError(
+                "give a thread_id or a message_history, not both: a thread keeps its own"
+            )
+        run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
+        async with self._hold(thread_id, f"run {run_id}", wait) as (journal, thread):
             if thread.unfinished:
                 how = thread.stop_reason or "stopped without an end"
                 raise ConfigurationError(
                     f"thread {thread_id!r} has an unfinished run ({how}); continue it with "
                     "resume() or delete the thread"
                 )
-            history = thread.messages
-        messages = _start_messages(prompt, history)
-        new_messages = len(messages) - len(history or ())
-        return await execute_run(
-            self,
-            messages,
-            new_messages=new_messages,
-            deps=deps,
-            emit=emit,
-            journal=journal,
-            thread=thread,
-            run_id=run_id,
-        )
+            messages = _start_messages(prompt, thread.messages)
+            return await execute_run(
+                self,
+                messages,
+                new_messages=len(messages) - len(thread.messages),
+                deps=deps,
+                emit=emit,
+                journal=journal,
+                thread=thread,
+                run_id=run_id,
+            )
 
     def _checkpointer(self) -> Checkpointer:
         if self.checkpointer is None:
@@ -339,17 +365,48 @@ class Agent(Generic[OutputT]):
             )
         return self.checkpointer
 
-    async def _open_thread(self, thread_id: str) -> tuple[Journal, Thread]:
-        """The thread's journal and its state rebuilt from the checkpointer."""
-        if not isinstance(thread_id, str) or not thread_id.strip():
-            raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    @contextlib.asynccontextmanager
+    async def _hold(
+        self, thread_id: str, work: str, wait: float
+    ) -> AsyncIterator[tuple[Journal, Thread]]:
+        """The thread's lease for the body, its journal, and its state as recorded."""
         from tether.checkpoint.journal import Journal, read_thread
+        from tether.checkpoint.lease import hold
 
         checkpointer = self._checkpointer()
-        thread = await read_thread(checkpointer, thread_id)
-        journal = Journal(checkpointer, thread_id)
-        journal.adopt(thread)
-        return journal, thread
+        async with hold(checkpointer, _checked_thread_id(thread_id), work, wait=wait) as me:
+            thread = await read_thread(checkpointer, thread_id)
+            journal = Journal(checkpointer, thread_id, me.token)
+            journal.adopt(thread)
+            yield journal, thread
+
+
+def _checked_thread_id(thread_id: object) -> str:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    return thread_id
+
+
+def _refuse_decided_again(thread: Thread, decisions: Sequence[Any] | Mapping[str, Any]) -> None:
+    """Raise `AlreadyDecidedError` when `decisions` answer calls the thread has decided."""
+    from tether.approval import decision_from_json
+
+    if isinstance(decisions, Mapping):
+        ids = [str(k) for k in decisions]
+    else:  # a list answers the last calls that asked, in their order
+        ids = [r["call_id"] for r in thread.asked]
+        if isinstance(decisions, str | bytes) or len(decisions) != len(ids):
+            return
+    if not ids or any(i not in thread.decided for i in ids):
+        return
+    tools = {r["call_id"]: r["tool"] for r in thread.asked}
+    earlier = {i: decision_from_json(thread.decided[i]) for i in ids}
+    listing = ", ".join(f"{tools.get(i, 'a call')} ({i}): {d.kind}" for i, d in earlier.items())
+    raise AlreadyDecidedError(
+        f"the calls of thread {thread.thread_id!r} were already decided ({listing}); "
+        "nothing ran again",
+        decisions=earlier,
+    )
 
 
 @overload

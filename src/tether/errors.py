@@ -10,6 +10,9 @@ TetherError                  root; `.result` holds the partial RunResult when it
 │   └── BackendError         a file operation failed (tether.backends)
 ├── ToolFatalError           raised by a tool to stop the run on purpose
 ├── OutputError              the model never produced a valid final answer
+├── StorageError             a checkpointer or store cannot use its database
+├── ThreadBusyError          another run holds the thread (its lease)
+├── AlreadyDecidedError      decisions were sent for calls already decided
 ├── ProviderBlockedError     a test reached for a real provider (tether.testing)
 └── RunError                 any other exception ended the run (the original is `__cause__`)
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from tether.agent import RunResult
 
 __all__ = [
+    "AlreadyDecidedError",
     "ConfigurationError",
     "CostUnknownWarning",
     "ModelError",
@@ -39,8 +43,10 @@ __all__ = [
     "ProviderBlockedError",
     "RunError",
     "ScriptExhaustedError",
+    "StorageError",
     "TetherError",
     "TetherWarning",
+    "ThreadBusyError",
     "ToolError",
     "ToolFatalError",
 ]
@@ -97,6 +103,45 @@ class ToolFatalError(TetherError):
 
 class OutputError(TetherError):
     """The model did not produce a valid final answer within the allowed retries."""
+
+
+class StorageError(TetherError):
+    """A checkpointer or store could not read or write its database.
+
+    `database` names it (a file path, or host and database name without the password).
+    The message says what broke and what to do; tether changed nothing in a database it
+    could not read.
+    """
+
+    def __init__(self, message: str, *, database: str) -> None:
+        super().__init__(message)
+        self.database = database
+
+
+class ThreadBusyError(TetherError):
+    """Another run or resume holds the thread: only one writes to a thread at a time.
+
+    `holder` describes who (a process on a host, and its run); `expires` is when its
+    lease ends unless renewed, in seconds since the epoch. Pass `wait=` to the run or
+    resume to wait for it instead.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, holder: str, expires: float) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.holder = holder
+        self.expires = expires
+
+
+class AlreadyDecidedError(TetherError):
+    """Decisions were sent for calls that were decided before; nothing ran again.
+
+    `decisions` holds the earlier decisions, by call id.
+    """
+
+    def __init__(self, message: str, *, decisions: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.decisions = decisions
 
 
 class RunError(TetherError):

@@ -211,7 +211,12 @@ class _Run:
                 await capability.on_run_end(state)
         result = self._result("error" if error else self.stop_reason or "error")
         if self.journal is not None:
-            await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))
+            try:
+                await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))
+            except TetherError as exc:  # storage failed: the run's own error comes first
+                if error is None:
+                    error = exc
+                    result = self._result("error")
         state.emit(RunFinished(state.path, result))
         if error is not None:
             error.result = result

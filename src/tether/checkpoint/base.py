@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from tether.errors import ConfigurationError
+from tether.errors import ConfigurationError, StorageError
 
-__all__ = ["Checkpointer", "Record", "ThreadInfo", "open_checkpointer"]
+if TYPE_CHECKING:
+    from tether.checkpoint.lease import Holder, Lease
+
+__all__ = ["Checkpointer", "Record", "ThreadInfo", "decode", "open_checkpointer"]
 
 Record: TypeAlias = dict[str, Any]
 """One JSON object of a thread's log; its "t" key says what it records."""
@@ -26,14 +30,36 @@ class ThreadInfo:
 
 @runtime_checkable
 class Checkpointer(Protocol):
-    """An append-only log of JSON records per thread.
+    """An append-only log of JSON records per thread, and a lease per thread.
 
     `append` must be durable when it returns (a process killed right after loses
-    nothing) and safe to call from many runs at once, in one process or several.
+    nothing) and safe to call from many runs at once, in one process or several. The
+    lease methods and the check in `append` must be atomic against each other across
+    processes (see `tether.checkpoint.lease`). Errors are `StorageError`s.
     """
 
-    async def append(self, thread_id: str, records: Sequence[Record]) -> None:
-        """Add `records` to the end of the thread's log, in order, atomically."""
+    async def append(
+        self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
+    ) -> None:
+        """Add `records` to the end of the thread's log, in order, atomically.
+
+        With `holder` (a lease token), only while that holder has the thread's lease:
+        otherwise nothing is added and `ThreadBusyError` is raised.
+        """
+        ...
+
+    async def acquire(self, thread_id: str, holder: Holder, seconds: float) -> Lease | None:
+        """Take the thread's lease for `seconds`: None when it is `holder`'s now, or the
+        lease of the holder that keeps it (unexpired, and its process not known gone)."""
+        ...
+
+    async def renew(self, thread_id: str, holder: str, seconds: float) -> bool:
+        """Extend the lease of `holder` (its token) by `seconds` from now; False when the
+        thread's lease is no longer that holder's (it was taken over)."""
+        ...
+
+    async def release(self, thread_id: str, holder: str) -> None:
+        """End the lease of `holder` (its token), if it still holds it."""
         ...
 
     async def load(self, thread_id: str) -> list[Record]:
@@ -45,7 +71,8 @@ class Checkpointer(Protocol):
         ...
 
     async def delete(self, thread_id: str) -> bool:
-        """Remove a thread's log; whether there was one."""
+        """Remove a thread's log; whether there was one. `ThreadBusyError` while a run
+        holds the thread."""
         ...
 
     async def close(self) -> None:
@@ -73,3 +100,19 @@ def open_checkpointer(url: str) -> Checkpointer:
     raise ConfigurationError(
         f"unknown checkpointer URL {url!r}: use sqlite:///path.db or postgresql://..."
     )
+
+
+def decode(body: str | bytes, *, database: str, thread_id: str, seq: int) -> Record:
+    """One stored record, or a `StorageError` that says which one cannot be read."""
+    try:
+        record = json.loads(body)
+    except ValueError as exc:
+        record = exc
+    if not isinstance(record, dict) or not isinstance(record.get("t"), str):
+        raise StorageError(
+            f"record {seq} of thread {thread_id!r} in {database} is damaged (not a tether "
+            "record); tether changed nothing. Delete the thread, or restore the database "
+            "from a backup",
+            database=database,
+        )
+    return record

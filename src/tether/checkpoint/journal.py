@@ -28,6 +28,7 @@ import pydantic
 
 from tether.approval import ApprovalRequest
 from tether.checkpoint.base import Checkpointer, Record
+from tether.errors import StorageError, ThreadBusyError
 from tether.messages import AssistantMessage, Message, ToolResult, Usage, from_json, to_json
 from tether.state import RunState, Todo
 
@@ -45,11 +46,15 @@ def _usage() -> pydantic.TypeAdapter[Usage]:
 
 
 class Journal:
-    """Writes one run's records to its thread."""
+    """Writes one run's records to its thread, as the holder of the thread's lease
+    (`holder`, a token): once another run has taken the thread over, nothing more is
+    written, and `lost` says so."""
 
-    def __init__(self, checkpointer: Checkpointer, thread_id: str) -> None:
+    def __init__(self, checkpointer: Checkpointer, thread_id: str, holder: str | None) -> None:
         self.checkpointer = checkpointer
         self.thread_id = thread_id
+        self.holder = holder
+        self.lost = False
         self._recorded = 0
         self._last: Message | None = None
         self._files: dict[str, tuple[bytes, float]] = {}
@@ -64,28 +69,36 @@ class Journal:
 
     async def begin(self, state: RunState, start: int) -> None:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
-        await self.checkpointer.append(self.thread_id, [record, self._sync(state)])
+        await self._append([record, self._sync(state)])
 
     async def started(self, state: RunState, call_ids: Sequence[str]) -> None:
         """Record the calls about to run, with everything since the last record (the
         assistant message that made them, first of all) in the same write."""
-        records = [self._sync(state), {"t": "started", "ids": list(call_ids)}]
-        await self.checkpointer.append(self.thread_id, records)
+        await self._append([self._sync(state), {"t": "started", "ids": list(call_ids)}])
 
     async def result(self, result: ToolResult) -> None:
         body = _results().dump_python(result, mode="json")
-        await self.checkpointer.append(self.thread_id, [{"t": "result", "result": body}])
+        await self._append([{"t": "result", "result": body}])
 
     async def interrupt(self, state: RunState, requests: list[dict[str, Any]]) -> None:
-        records = [self._sync(state), {"t": "interrupt", "requests": requests}]
-        await self.checkpointer.append(self.thread_id, records)
+        await self._append([self._sync(state), {"t": "interrupt", "requests": requests}])
 
     async def decided(self, decisions: dict[str, dict[str, Any]]) -> None:
-        await self.checkpointer.append(self.thread_id, [{"t": "decided", "decisions": decisions}])
+        await self._append([{"t": "decided", "decisions": decisions}])
 
     async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
-        records = [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
-        await self.checkpointer.append(self.thread_id, records)
+        """Record how the run ended, unless it lost the thread: the new holder writes now."""
+        if not self.lost:
+            await self._append(
+                [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
+            )
+
+    async def _append(self, records: list[Record]) -> None:
+        try:
+            await self.checkpointer.append(self.thread_id, records, holder=self.holder)
+        except ThreadBusyError:
+            self.lost = True
+            raise
 
     def _sync(self, state: RunState) -> Record:
         messages = state.messages
@@ -140,7 +153,11 @@ class Thread:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     """Calls waiting for a decision, as recorded."""
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Decisions given for the waiting calls, by call id."""
+    """Decisions given for the waiting calls of the last run, by call id."""
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Every decision the thread holds, by call id, with the last calls that asked."""
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """The calls of the last interrupt, also once decided."""
 
     @property
     def requests(self) -> tuple[ApprovalRequest, ...]:
@@ -170,13 +187,22 @@ class Thread:
 
 async def read_thread(checkpointer: Checkpointer, thread_id: str) -> Thread:
     """The thread as the checkpointer holds it (an empty one if it has no records)."""
-    return replay(thread_id, await checkpointer.load(thread_id))
+    records = await checkpointer.load(thread_id)
+    try:
+        return replay(thread_id, records)
+    except (KeyError, TypeError, ValueError) as exc:  # pydantic's errors are ValueErrors
+        raise StorageError(
+            f"thread {thread_id!r} in {checkpointer!r} cannot be read back "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); tether changed nothing. "
+            "Read its records with the checkpointer's load(), or delete the thread",
+            database=repr(checkpointer),
+        ) from exc
 
 
 def replay(thread_id: str, records: Sequence[Record]) -> Thread:
     """The thread as its records leave it."""
     thread = Thread(thread_id)
-    for record in records:
+    for number, record in enumerate(records, 1):
         kind = record["t"]
         if kind == "run":
             thread.run_id, thread.run_start = record["run"], record["start"]
@@ -190,13 +216,19 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
             result = _results().validate_python(record["result"])
             thread.results[result.call_id] = result
         elif kind == "interrupt":
-            thread.interrupts = record["requests"]
+            thread.interrupts = thread.asked = record["requests"]
             thread.stop_reason = "interrupted"
         elif kind == "decided":
             thread.decisions.update(record["decisions"])
+            thread.decided.update(record["decisions"])
             thread.interrupts, thread.stop_reason = [], None
         elif kind == "end":
             thread.stop_reason, thread.output = record["stop"], record["output"]
+        else:
+            raise ValueError(
+                f"record {number} is of a kind this tether does not know ({kind!r}): "
+                "a newer tether wrote it; upgrade tether"
+            )
     return thread
 
 

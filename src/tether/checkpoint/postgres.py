@@ -1,16 +1,17 @@
 """Thread logs in Postgres (extra `tether[postgres]`), for runs spread over processes
-and machines. Appends to one thread are serialized by a transaction-scoped advisory
-lock, so writers in several processes never collide on a sequence number."""
+and machines. Appends and lease changes on one thread are serialized by a
+transaction-scoped advisory lock, so writers in several processes never collide on a
+sequence number, and a lease is judged by the server's clock, not each machine's."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether._postgres import PostgresDatabase
-from tether.checkpoint.base import Record, ThreadInfo
+from tether.checkpoint.base import Record, ThreadInfo, decode
+from tether.checkpoint.lease import Holder, Lease, busy, lost
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,6 +28,14 @@ _MIGRATIONS = (
         PRIMARY KEY (thread_id, seq)
     )
     """,
+    """
+    CREATE TABLE tether_leases (
+        thread_id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        expires DOUBLE PRECISION NOT NULL
+    )
+    """,
 )
 
 
@@ -37,20 +46,25 @@ class PostgresCheckpointer:
         self.db = PostgresDatabase(url, "checkpoint", _MIGRATIONS)
 
     def __repr__(self) -> str:
-        return "PostgresCheckpointer(...)"  # the URL may hold a password
+        return f"PostgresCheckpointer({self.db.where!r})"  # never the password
 
-    async def append(self, thread_id: str, records: Sequence[Record]) -> None:
+    async def append(
+        self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
+    ) -> None:
         bodies = [json.dumps(record, separators=(",", ":")) for record in records]
 
         async def write(db: psycopg.AsyncConnection[Any]) -> None:
-            await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (thread_id,))
+            now = await _lock(db, thread_id)
+            if holder is not None:
+                current = await _lease(db, thread_id)
+                if current is None or current.holder.token != holder:
+                    raise lost(thread_id, current)
             cursor = await db.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM tether_records WHERE thread_id = %s",
                 (thread_id,),
             )
             row = await cursor.fetchone()
             last = row[0] if row else 0
-            now = time.time()
             async with db.cursor() as insert:
                 await insert.executemany(
                     "INSERT INTO tether_records (thread_id, seq, created, body) "
@@ -60,12 +74,53 @@ class PostgresCheckpointer:
 
         await self.db.run(write)
 
+    async def acquire(self, thread_id: str, holder: Holder, seconds: float) -> Lease | None:
+        async def take(db: psycopg.AsyncConnection[Any]) -> Lease | None:
+            now = await _lock(db, thread_id)
+            current = await _lease(db, thread_id)
+            if current is not None and current.keeps_from(holder.token, now):
+                return current
+            await db.execute(
+                "INSERT INTO tether_leases (thread_id, holder, owner, expires) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
+                "holder = excluded.holder, owner = excluded.owner, expires = excluded.expires",
+                (thread_id, holder.token, holder.to_json(), now + seconds),
+            )
+            return None
+
+        return await self.db.run(take)
+
+    async def renew(self, thread_id: str, holder: str, seconds: float) -> bool:
+        async def extend(db: psycopg.AsyncConnection[Any]) -> bool:
+            now = await _lock(db, thread_id)
+            cursor = await db.execute(
+                "UPDATE tether_leases SET expires = %s WHERE thread_id = %s AND holder = %s",
+                (now + seconds, thread_id, holder),
+            )
+            return cursor.rowcount == 1
+
+        return await self.db.run(extend)
+
+    async def release(self, thread_id: str, holder: str) -> None:
+        async def end(db: psycopg.AsyncConnection[Any]) -> None:
+            await _lock(db, thread_id)
+            await db.execute(
+                "DELETE FROM tether_leases WHERE thread_id = %s AND holder = %s",
+                (thread_id, holder),
+            )
+
+        await self.db.run(end)
+
     async def load(self, thread_id: str) -> list[Record]:
         async def read(db: psycopg.AsyncConnection[Any]) -> list[Record]:
             cursor = await db.execute(
-                "SELECT body FROM tether_records WHERE thread_id = %s ORDER BY seq", (thread_id,)
+                "SELECT seq, body FROM tether_records WHERE thread_id = %s ORDER BY seq",
+                (thread_id,),
             )
-            return [json.loads(body) for (body,) in await cursor.fetchall()]
+            return [
+                decode(body, database=self.db.where, thread_id=thread_id, seq=seq)
+                for seq, body in await cursor.fetchall()
+            ]
 
         return await self.db.run(read)
 
@@ -81,6 +136,11 @@ class PostgresCheckpointer:
 
     async def delete(self, thread_id: str) -> bool:
         async def remove(db: psycopg.AsyncConnection[Any]) -> bool:
+            now = await _lock(db, thread_id)
+            current = await _lease(db, thread_id)
+            if current is not None and not current.stale(now):
+                raise busy(current)
+            await db.execute("DELETE FROM tether_leases WHERE thread_id = %s", (thread_id,))
             cursor = await db.execute(
                 "DELETE FROM tether_records WHERE thread_id = %s", (thread_id,)
             )
@@ -90,3 +150,23 @@ class PostgresCheckpointer:
 
     async def close(self) -> None:
         await self.db.close()
+
+
+async def _lock(db: psycopg.AsyncConnection[Any], thread_id: str) -> float:
+    """Hold the thread's advisory lock to the end of the transaction; the server's time."""
+    cursor = await db.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+        "extract(epoch FROM clock_timestamp())::float8",
+        (thread_id,),
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return float(row[1])
+
+
+async def _lease(db: psycopg.AsyncConnection[Any], thread_id: str) -> Lease | None:
+    cursor = await db.execute(
+        "SELECT owner, expires FROM tether_leases WHERE thread_id = %s", (thread_id,)
+    )
+    row = await cursor.fetchone()
+    return Lease(thread_id, Holder.from_json(row[0]), row[1]) if row else None

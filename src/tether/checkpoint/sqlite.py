@@ -2,7 +2,8 @@
 
 One connection per checkpointer, used from worker threads under a lock, serves any
 number of runs in a process; WAL mode and a busy timeout let several processes share
-the file. Each `append` is one `BEGIN IMMEDIATE` transaction.
+the file. Each `append`, and each step of a lease, is one `BEGIN IMMEDIATE` transaction,
+so SQLite's write lock makes them atomic across processes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tether._sqlite import SqliteDatabase, transaction
-from tether.checkpoint.base import Record, ThreadInfo
+from tether.checkpoint.base import Record, ThreadInfo, decode
+from tether.checkpoint.lease import Holder, Lease, busy, lost
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer"]
 
@@ -27,6 +29,14 @@ _MIGRATIONS = (
         created REAL NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (thread_id, seq)
+    )
+    """,
+    """
+    CREATE TABLE tether_leases (
+        thread_id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        expires REAL NOT NULL
     )
     """,
 )
@@ -44,11 +54,17 @@ class SqliteCheckpointer:
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.db.path!r})"
 
-    async def append(self, thread_id: str, records: Sequence[Record]) -> None:
+    async def append(
+        self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
+    ) -> None:
         bodies = [json.dumps(record, separators=(",", ":")) for record in records]
 
         def write(db: sqlite3.Connection) -> None:
             with transaction(db):
+                if holder is not None:
+                    current = _lease(db, thread_id)
+                    if current is None or current.holder.token != holder:
+                        raise lost(thread_id, current)
                 (last,) = db.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM tether_records WHERE thread_id = ?",
                     (thread_id,),
@@ -62,12 +78,54 @@ class SqliteCheckpointer:
 
         await self.db.run(write)
 
+    async def acquire(self, thread_id: str, holder: Holder, seconds: float) -> Lease | None:
+        def take(db: sqlite3.Connection) -> Lease | None:
+            with transaction(db):
+                now = time.time()
+                current = _lease(db, thread_id)
+                if current is not None and current.keeps_from(holder.token, now):
+                    return current
+                db.execute(
+                    "INSERT INTO tether_leases (thread_id, holder, owner, expires) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET "
+                    "holder = excluded.holder, owner = excluded.owner, expires = excluded.expires",
+                    (thread_id, holder.token, holder.to_json(), now + seconds),
+                )
+                return None
+
+        return await self.db.run(take)
+
+    async def renew(self, thread_id: str, holder: str, seconds: float) -> bool:
+        def extend(db: sqlite3.Connection) -> bool:
+            with transaction(db):
+                cursor = db.execute(
+                    "UPDATE tether_leases SET expires = ? WHERE thread_id = ? AND holder = ?",
+                    (time.time() + seconds, thread_id, holder),
+                )
+            return cursor.rowcount == 1
+
+        return await self.db.run(extend)
+
+    async def release(self, thread_id: str, holder: str) -> None:
+        def end(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                db.execute(
+                    "DELETE FROM tether_leases WHERE thread_id = ? AND holder = ?",
+                    (thread_id, holder),
+                )
+
+        await self.db.run(end)
+
     async def load(self, thread_id: str) -> list[Record]:
         def read(db: sqlite3.Connection) -> list[Record]:
             rows = db.execute(
-                "SELECT body FROM tether_records WHERE thread_id = ? ORDER BY seq", (thread_id,)
+                "SELECT seq, body FROM tether_records WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
             ).fetchall()
-            return [json.loads(body) for (body,) in rows]
+            return [
+                decode(body, database=self.db.path, thread_id=thread_id, seq=seq)
+                for seq, body in rows
+            ]
 
         return await self.db.run(read)
 
@@ -84,6 +142,10 @@ class SqliteCheckpointer:
     async def delete(self, thread_id: str) -> bool:
         def remove(db: sqlite3.Connection) -> bool:
             with transaction(db):
+                current = _lease(db, thread_id)
+                if current is not None and not current.stale(time.time()):
+                    raise busy(current)
+                db.execute("DELETE FROM tether_leases WHERE thread_id = ?", (thread_id,))
                 cursor = db.execute("DELETE FROM tether_records WHERE thread_id = ?", (thread_id,))
             return cursor.rowcount > 0
 
@@ -91,3 +153,10 @@ class SqliteCheckpointer:
 
     async def close(self) -> None:
         self.db.close()
+
+
+def _lease(db: sqlite3.Connection, thread_id: str) -> Lease | None:
+    row = db.execute(
+        "SELECT owner, expires FROM tether_leases WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    return Lease(thread_id, Holder.from_json(row[0]), row[1]) if row else None

@@ -35,6 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from tether.agent import Agent, OutputT, RunResult, _run_sync
 from tether.approval import ApprovalRequest, Decision, match_decisions
+from tether.checkpoint.lease import LEASE_SECONDS
 from tether.checkpoint.postgres import PostgresCheckpointer
 from tether.errors import ConfigurationError, RunError, TetherError
 from tether.messages import Usage
@@ -62,6 +63,8 @@ State: TypeAlias = Literal["queued", "running", "waiting", "finished", "failed",
 _DECISIONS = "tether.decisions"  # topic of the messages that carry decisions
 _THREAD = "tether.thread"  # workflow attribute: the thread the run belongs to
 _RECV_SECONDS = 3600.0  # a wait is a loop of recvs, so it has no end
+_DECIDE_WAIT = 10.0  # how long a decision waits for the thread's lease
+_STEP_WAIT = 2 * LEASE_SECONDS  # a worker that died on another machine lets go by then
 _STEP = {"name": "tether.advance", "retries_allowed": True, "max_attempts": 3}
 _STATES: dict[str, State] = {
     "ENQUEUED": "queued",
@@ -205,8 +208,11 @@ class _Client:
         self, status: RunStatus, decisions: Sequence[Decision] | Mapping[str, Decision]
     ) -> None:
         """Record the decisions in the thread, then wake the workflow: from then on the
-        run no longer waits, in every process's view."""
-        from tether.checkpoint.journal import Journal
+        run no longer waits, in every process's view. The decisions answer the calls that
+        `status` showed: sent twice, the second raises `AlreadyDecidedError`."""
+        from tether.agent import _refuse_decided_again
+        from tether.checkpoint.journal import Journal, read_thread
+        from tether.checkpoint.lease import hold
 
         if status.state != "waiting":
             raise ConfigurationError(
@@ -214,7 +220,15 @@ class _Client:
                 "not waiting for a decision"
             )
         chosen = match_decisions([asdict(r) for r in status.interrupts], decisions)
-        await Journal(self.checkpointer, status.thread_id).decided(chosen)
+        thread_id = status.thread_id
+        async with hold(self.checkpointer, thread_id, "decide", wait=_DECIDE_WAIT) as me:
+            thread = await read_thread(self.checkpointer, thread_id)
+            if {r["call_id"] for r in thread.interrupts} != set(chosen):
+                _refuse_decided_again(thread, chosen)
+                raise ConfigurationError(
+                    f"the run of thread {thread_id!r} no longer waits for these calls"
+                )
+            await Journal(self.checkpointer, thread_id, me.token).decided(chosen)
         await asyncio.to_thread(self.client.send, status.workflow_id, chosen, _DECISIONS)
 
 
@@ -395,9 +409,11 @@ class DurableAgent(Generic[OutputT]):
             if thread.run_id != run_id:
                 if task is None:
                     raise ConfigurationError(f"thread {thread_id!r} has no run {run_id!r}")
-                result = await agent._execute(task, None, None, thread_id, run_id=run_id)
+                result = await agent._execute(
+                    task, None, None, thread_id, run_id=run_id, wait=_STEP_WAIT
+                )
             elif thread.unfinished and not thread.interrupts:  # killed, or decided
-                result = await agent._resume(thread_id, None, None)
+                result = await agent._resume(thread_id, None, None, wait=_STEP_WAIT)
             else:  # still waiting, or finished before the step's end was recorded
                 return _thread_summary(thread)
         except TetherError as exc:
