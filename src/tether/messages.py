@@ -13,12 +13,15 @@ Every class carries a `kind` literal so code that matches on them can end with
 from __future__ import annotations
 
 import functools
+import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 __all__ = [
     "AssistantMessage",
@@ -103,6 +106,10 @@ class ToolCall:
     args: dict[str, Any] | str = field(default_factory=dict)
     id: str = field(default_factory=new_call_id)
     kind: Literal["tool_call"] = "tool_call"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, dict | str):  # a list or a number from a provider
+            object.__setattr__(self, "args", json.dumps(self.args, default=repr))
 
 
 ContentPart: TypeAlias = Annotated[TextPart | BinaryPart, Field(discriminator="kind")]
@@ -212,14 +219,25 @@ Message: TypeAlias = Annotated[
 ]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 @functools.cache
 def _adapter() -> TypeAdapter[list[Message]]:
     return TypeAdapter(list[Message])
 
 
 def to_json(messages: Sequence[Message]) -> str:
-    """Serialize messages to a JSON array; `from_json` gives back equal messages."""
-    return _adapter().dump_json(list(messages)).decode()
+    """Serialize messages to a JSON array; `from_json` gives back equal messages.
+
+    Text that is not valid Unicode (a lone surrogate, which a provider can send as a
+    JSON escape) is written with U+FFFD in its place, so what is written always reads back.
+    """
+    try:
+        return _adapter().dump_json(list(messages)).decode()
+    except PydanticSerializationError:
+        data = _adapter().dump_python(list(messages), mode="json")
+        return _SURROGATE.sub("\ufffd", json.dumps(data, ensure_ascii=False))
 
 
 def from_json(data: str | bytes) -> list[Message]:

@@ -15,7 +15,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["EXIT_CODES", "main"]
+from tether.errors import (
+    AlreadyDecidedError,
+    ConfigurationError,
+    StorageError,
+    ThreadBusyError,
+)
+
+__all__ = ["EXIT_CODES", "REFUSALS", "main"]
 
 EXIT_CODES = {
     "completed": 0,
@@ -29,8 +36,13 @@ EXIT_CODES = {
 }
 """What the command exits with, by how the run ended ("usage": a bad command or setting)."""
 
+REFUSALS = (ConfigurationError, StorageError, ThreadBusyError, AlreadyDecidedError)
+"""What the command says in one line, with the "usage" code: a bad command or setting,
+a thread another run holds, decisions already given, a database that cannot be used."""
+
 _EPILOG = """\
-exit codes: 0 done, 1 the run failed, 2 bad command or configuration,
+exit codes: 0 done, 1 the run failed, 2 bad command or configuration, a busy thread
+or an unusable database,
 3 waiting for approval (see `tether resume`), 4 stopped by a limit, 130 Ctrl-C.
 Settings come from tether.toml (or [tool.tether] in pyproject.toml), then TETHER_*
 environment variables, then flags: `tether config` shows them and where each came from."""

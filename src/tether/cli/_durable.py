@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tether.cli import EXIT_CODES
+from tether.cli import EXIT_CODES, REFUSALS
 from tether.errors import ConfigurationError
 
 __all__ = ["command"]
@@ -26,7 +26,7 @@ def command(options: argparse.Namespace) -> int:
         if options.command == "status":
             return _status(options)
         return _decide(options)
-    except ConfigurationError as exc:
+    except REFUSALS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CODES["usage"]
 

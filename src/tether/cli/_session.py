@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from wcmatch import glob as wc
 
+from tether.approval import ApprovalRequest
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
-from tether.cli import EXIT_CODES
+from tether.cli import EXIT_CODES, REFUSALS
 from tether.cli._approve import ask
 from tether.cli._config import Loaded, load
 from tether.cli._render import JsonOutput, Output, QuietOutput, RichOutput
@@ -28,7 +29,7 @@ from tether.errors import ConfigurationError, TetherError
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
-    from tether.approval import ApprovalRequest, Decision
+    from tether.approval import Decision
     from tether.backends.base import Backend
     from tether.checkpoint.journal import Thread
     from tether.events import Event
@@ -72,7 +73,7 @@ def dispatch(options: argparse.Namespace) -> int:
             return command(options, _checkpointer_url(loaded, directory))
         output = _output(options)
         return _run(options, loaded, directory, output)
-    except ConfigurationError as exc:
+    except REFUSALS as exc:
         if output is None:
             print(f"error: {exc}", file=sys.stderr)
         else:
@@ -316,8 +317,14 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         events = functools.partial(agent.stream, task, thread_id=thread_id)
     else:
         thread_id = options.thread
-        waiting = _waiting(agent, thread_id)
-        decisions = _given_decisions(options, waiting)
+        thread = _thread(agent, thread_id)
+        if not thread.exists:
+            raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
+        waiting = list(thread.requests)
+        # Given twice (two terminals), the same flags answer the same calls: the second
+        # is told they were decided, and never answers calls that came up since.
+        asked = [ApprovalRequest(r["call_id"], r["tool"], r["args"], ()) for r in thread.asked]
+        decisions = _given_decisions(options, waiting or asked)
         if decisions is None and waiting:
             if console is None or not interactive:
                 _explain_wait(waiting, thread_id, output)
@@ -338,8 +345,8 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         output.close()
         output.notice(f"Stopped. The thread is saved; continue it with: tether resume {thread_id}")
         return EXIT_CODES["cancelled"]
-    except ConfigurationError:
-        raise  # a bad decision or setting: the thread is as it was
+    except REFUSALS:
+        raise  # a bad decision or setting, a busy thread, a broken database: one line
     except TetherError as exc:  # the run ended in an error
         output.error(str(exc))
         output.notice(
@@ -382,14 +389,6 @@ def _check_startable(agent: Agent[Any], thread_id: str) -> None:
         )
 
 
-def _waiting(agent: Agent[Any], thread_id: str) -> list[ApprovalRequest]:
-    """The calls of the thread that wait for a decision."""
-    thread = _thread(agent, thread_id)
-    if not thread.exists:
-        raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
-    return list(thread.requests)
-
-
 def _thread(agent: Agent[Any], thread_id: str) -> Thread:
     from tether.checkpoint.journal import read_thread
 
@@ -404,9 +403,9 @@ def _given_decisions(
     from tether.approval import Approve, Reject
 
     if options.approve:
-        return [Approve() for _ in waiting]
+        return {r.call_id: Approve() for r in waiting}
     if options.reject is not None:
-        return [Reject(options.reject) for _ in waiting]
+        return {r.call_id: Reject(options.reject) for r in waiting}
     if options.decisions is None:
         return None
     from tether.cli._approve import decisions_from_json
