@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from hypothesis import given
+from typing import Any
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.messages import (
@@ -103,3 +105,22 @@ def test_assistant_message_separates_text_and_calls() -> None:
 
 def test_tool_call_ids_are_unique_by_default() -> None:
     assert ToolCall("x").id != ToolCall("x").id
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=_JSON, text=st.text())
+def test_whatever_a_provider_sends_is_saved_so_that_it_reads_back(args: Any, text: str) -> None:
+    # Any JSON value as a tool input, any text (lone surrogates included).
+    message = AssistantMessage((TextPart(text), ToolCall("t", args, id="c")))
+    (back,) = from_json(to_json([message]))
+    assert isinstance(back, AssistantMessage)
+    (call,) = back.tool_calls
+    assert isinstance(call.args, dict | str)
+    assert from_json(to_json([back])) == [back]  # what was read back saves the same

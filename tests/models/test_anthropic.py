@@ -528,3 +528,38 @@ async def test_compaction_keeps_the_cache_breakpoints_and_summarizes_on_the_wire
     )
     assert after["messages"][0]["role"] == "user"
     assert after["messages"][1]["role"] == "assistant"
+
+
+async def test_tool_input_that_is_not_an_object_is_saved_and_reads_back(tmp_path: Any) -> None:
+    # Claude can send a tool input that is a list or a number, and text with a lone
+    # surrogate escape; the thread must still save, load, and go on.
+    server = MockServer(
+        [
+            reply(
+                [
+                    tool_block("toolu_list", "get_weather", "[1, 2, 3]"),
+                    tool_block("toolu_number", "get_weather", "7"),
+                    tool_block("toolu_ok", "get_weather", '{"city": "Oslo"}'),
+                ],
+                stop_reason="tool_use",
+            ),
+            reply([text_block("Broken \ud83d text.")]),
+        ]
+    )
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = create_agent(model(server), tools=[get_weather], checkpointer=url)
+    result = await agent.arun("Weather?", thread_id="t")
+    assert result.stop_reason == "completed"
+    calls = next(m for m in result.messages if isinstance(m, AssistantMessage)).tool_calls
+    assert [c.args for c in calls[:2]] == ["[1, 2, 3]", "7"]
+    saved = await agent.ahistory("t")
+    assert len(saved) == len(result.messages)
+    errors = [r for r in saved[2].results if r.is_error]  # type: ignore[union-attr]
+    assert [r.call_id for r in errors] == ["toolu_list", "toolu_number"]
+    assert "object" in errors[0].text
+    assert saved[2].results[2].text == "Sunny in Oslo"  # type: ignore[union-attr]
+    assert saved[-1].text == "Broken \ufffd text."  # type: ignore[union-attr]
+    # The saved thread goes on: a new run on it reads it back whole.
+    server.replies.append(reply([text_block("Again.")]))
+    again = await agent.arun("Once more?", thread_id="t")
+    assert again.output == "Again."
