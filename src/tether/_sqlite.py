@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -102,8 +104,11 @@ class SqliteDatabase:
         """What broke, said for a person: the file, the cause, and what to do."""
         path = self.path
         text = str(error)
-        target = Path(path)
-        if target.is_dir():
+        try:
+            directory = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError:
+            directory = False
+        if directory:
             why = "is a directory, not a database file; remove it or point tether at a file"
         elif isinstance(error, OSError):
             why = "cannot be created; check its directory and its permissions"

@@ -97,8 +97,8 @@ def busy(lease: Lease, *, waited: float = 0.0) -> ThreadBusyError:
     after = f" after waiting {waited:g} s" if waited else ""
     return ThreadBusyError(
         f"thread {lease.thread_id!r} is busy{after}: {lease.holder.describe()} is working on "
-        f"it (its lease runs to {when} and is renewed while it works). Try again when it "
-        "has finished, or pass wait=SECONDS to wait for it.",
+        f"it (its lease runs to {when} and is renewed while it works); try again when it "
+        "has finished (wait=SECONDS waits for it)",
         thread_id=lease.thread_id,
         holder=lease.holder.describe(),
         expires=lease.expires,
