@@ -43,7 +43,7 @@ def _real_database(path: Path) -> None:
 
 def test_a_directory_in_place_of_the_database(tmp_path: Path) -> None:
     (tmp_path / "runs.db").mkdir()
-    with pytest.raises(StorageError, match="runs.db is a directory, not a database") as e:
+    with pytest.raises(StorageError, match=r"runs\.db is a directory, not a database") as e:
         _threads(tmp_path / "runs.db")
     assert e.value.database == str(tmp_path / "runs.db")
 
@@ -79,7 +79,7 @@ def test_another_programs_database_is_not_written_into(tmp_path: Path) -> None:
 
 def test_a_path_that_cannot_be_created(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
-    with pytest.raises(StorageError, match="file/runs.db cannot be created"):
+    with pytest.raises(StorageError, match=r"file/runs\.db cannot be created"):
         _threads(tmp_path / "file" / "runs.db")
 
 
@@ -103,10 +103,9 @@ def _check_as_nobody(path: Path) -> None:
         "except StorageError as e:\n"
         "    print(e)\n"
     )
-    nobody = "65534"
+    nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"]
     ran = subprocess.run(
-        ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", "--"]
-        + [sys.executable, "-c", script, str(path)],
+        ["setpriv", *nobody, "--", sys.executable, "-c", script, str(path)],
         capture_output=True,
         text=True,
         check=False,
@@ -123,7 +122,7 @@ def test_a_record_that_is_not_json_names_the_thread_and_record(tmp_path: Path) -
     with sqlite3.connect(path) as db:
         db.execute("UPDATE tether_records SET body = '{broken' WHERE thread_id = 't7'")
     agent = create_agent(ScriptedModel(["x"]), checkpointer=f"sqlite:///{path}")
-    with pytest.raises(StorageError, match="record 1 of thread 't7' in .*runs.db is damaged"):
+    with pytest.raises(StorageError, match=r"record 1 of thread 't7' in .*runs\.db is damaged"):
         agent.history("t7")
     with pytest.raises(StorageError, match="record 1 of thread 't7'"):
         agent.run("go", thread_id="t7")
