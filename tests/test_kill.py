@@ -1,12 +1,15 @@
-"""Runs killed with SIGKILL at random moments resume with nothing lost or repeated."""
+"""Runs killed with SIGKILL at random moments resume with nothing lost or repeated, and
+a second process that tries to resume a run that is still alive is turned away."""
 
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from tether import create_agent
@@ -39,6 +42,16 @@ def step(request):
 
 agent = create_agent(FunctionModel(step), tools=[bump], checkpointer=url,
                      limits=Limits(max_steps=None))
+if mode == "intrude":  # a second terminal resuming while the run may be alive
+    from tether import ConfigurationError, ThreadBusyError
+    try:
+        agent.resume("k")
+        print("resumed")
+    except ThreadBusyError:
+        print("busy")
+    except ConfigurationError as exc:
+        print("refused", exc)
+    raise SystemExit(0)
 result = agent.run("count", thread_id="k") if mode == "start" else agent.resume("k")
 print(result.output)
 """.replace("STEPS", str(STEPS))
@@ -50,15 +63,33 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
     url, ledger = f"sqlite:///{tmp_path}/runs.db", tmp_path / "ledger.txt"
     rng = random.Random(7)
     kills = 0
+    turned_away = 0
     finished = False
     for attempt in range(40):
         mode = "resume" if attempt and _thread_exists(url) else "start"
+        before = _lines(ledger)
         process = subprocess.Popen(
             [sys.executable, str(script), url, str(ledger), mode],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
+        if attempt % 2:
+            # A second process resumes the thread while the first one works on it
+            # (stopped meanwhile, so that it cannot finish first): it is turned away.
+            _wait_for(lambda p=process, n=before: _lines(ledger) > n or p.poll() is not None)
+            if process.poll() is None:
+                process.send_signal(signal.SIGSTOP)
+                intruder = subprocess.run(
+                    [sys.executable, str(script), url, str(ledger), "intrude"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=True,
+                )
+                process.send_signal(signal.SIGCONT)
+                assert intruder.stdout.strip() == "busy", intruder.stdout
+                turned_away += 1
         if kills < 8:
             # Kill after a random number of further tool calls, at a random moment of
             # one: before, inside or after it, or while its result is being recorded.
@@ -82,6 +113,7 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
             break
     assert finished
     assert kills >= 3  # the test really interrupted the run
+    assert turned_away >= 3  # and really had a second process try to resume it
 
     ran = Counter(int(line) for line in ledger.read_text().split())
     assert max(ran.values()) == 1  # no tool call ran twice
@@ -97,6 +129,12 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
     assistants = [m for m in messages if isinstance(m, AssistantMessage)]
     assert len(assistants) == STEPS + 1
     assert assistants[-1].text == "done"
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def _lines(path: Path) -> int:
