@@ -5,7 +5,7 @@ deepagents' side in bench/.venv-deepagents (which `make bench` installs from
 bench/requirements-deepagents.txt), the bare loop next to tether. Writes
 bench/results.json and bench/RESULTS.md.
 
-    .venv/bin/python bench/run.py [--quick] [--only search] [--only prompt]
+    .venv/bin/python bench/run.py [--quick] [--only search|prompt|checkpoint] ...
 
 `--only PART` measures that part again and keeps the rest of results.json; the report
 says when each part was measured.
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
     parser.add_argument(
         "--only",
-        choices=["search", "prompt"],
+        choices=["search", "prompt", "checkpoint"],
         action="append",
         help="measure this part again, keep the rest of the results (repeatable)",
     )
@@ -206,7 +206,7 @@ def main() -> None:
     runs["concurrency"] = both("concurrency", floor=True, agents=agents, steps=5)
     runs["task"] = both("task", repeat=5)
     runs["search"] = search(2_000 if quick else 20_000, 3)
-    runs["checkpoint"] = checkpoints(100 if quick else 500, 2 if quick else 3)
+    runs["checkpoint"] = checkpoints(100 if quick else 500, 2 if quick else 5)
     results["runs"] = runs
     results["seconds"] = round(time.perf_counter() - started, 1)
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -222,7 +222,12 @@ def again(parts: list[str]) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     for part in parts:
         print(part, file=sys.stderr, flush=True)
-        results["runs"][part] = search(20_000, 3) if part == "search" else both("prompt")
+        if part == "search":
+            results["runs"][part] = search(20_000, 3)
+        elif part == "checkpoint":
+            results["runs"][part] = checkpoints(500, 5)
+        else:
+            results["runs"][part] = both("prompt")
         results.setdefault("again", {})[part] = when
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     big = max(int(size) for size in results["runs"]["steps"])
@@ -354,22 +359,27 @@ def prompt_table(prompt: dict[str, Any]) -> list[str]:
 
 
 def checkpoint_table(rows: dict[str, Any]) -> list[str]:
-    """What recording every step in a thread costs tether, per step and as a share."""
+    """What recording every step in a thread costs tether, per step and as a share, and
+    what the thread's lease adds to it (one writer per thread)."""
     lines = [
-        "tether's crash-safe threads: harness time per step of a run recorded in a thread, "
-        "against the same run unrecorded (measured in the same process):",
+        "tether's crash-safe threads: harness time per step of a run recorded in a thread "
+        "(with its lease: one writer per thread), the same run recorded without the lease, "
+        "and unrecorded, measured in the same process, the recorded runs in turns:",
         "",
-        "| checkpointer | recorded (µs/step) | unrecorded (µs/step) | cost per step (µs) | share |",
-        "|---|--:|--:|--:|--:|",
+        "| checkpointer | recorded (µs/step) | without the lease | unrecorded "
+        "| recording cost per step | lease's share of it |",
+        "|---|--:|--:|--:|--:|--:|",
     ]
     for name, row in rows.items():
         if "unavailable" in row:
-            lines.append(f"| {name} | — | — | — | {row['unavailable']} |")
+            lines.append(f"| {name} | — | — | — | — | {row['unavailable']} |")
             continue
         ours, plain = row["us_per_step"], row["plain_us_per_step"]
+        unleased = row.get("unleased_us_per_step")
+        share = "—" if unleased is None else f"{(ours - unleased) / (ours - plain):+.0%}"
         lines.append(
-            f"| {name} | {fmt(ours, '')} | {fmt(plain, '')} | {fmt(ours - plain, '')} "
-            f"| {(ours - plain) / ours:.0%} |"
+            f"| {name} | {fmt(ours, '')} | {fmt(unleased, '')} | {fmt(plain, '')} "
+            f"| {fmt(ours - plain, '')} µs | {share} |"
         )
     return lines
 

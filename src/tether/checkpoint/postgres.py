@@ -55,16 +55,18 @@ class PostgresCheckpointer:
 
         async def write(db: psycopg.AsyncConnection[Any]) -> None:
             now = await _lock(db, thread_id)
-            if holder is not None:
-                current = await _lease(db, thread_id)
-                if current is None or current.holder.token != holder:
-                    raise lost(thread_id, current)
-            cursor = await db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM tether_records WHERE thread_id = %s",
-                (thread_id,),
+            cursor = await db.execute(  # the lease and the last seq in one round trip
+                "SELECT (SELECT COALESCE(MAX(seq), 0) FROM tether_records "
+                "WHERE thread_id = %(t)s), holder, owner, expires FROM (SELECT 1) AS one "
+                "LEFT JOIN tether_leases ON thread_id = %(t)s",
+                {"t": thread_id},
             )
             row = await cursor.fetchone()
-            last = row[0] if row else 0
+            assert row is not None
+            last, token, owner, expires = row
+            if holder is not None and token != holder:
+                current = Lease(thread_id, Holder.from_json(owner), expires) if owner else None
+                raise lost(thread_id, current)
             async with db.cursor() as insert:
                 await insert.executemany(
                     "INSERT INTO tether_records (thread_id, seq, created, body) "

@@ -62,9 +62,11 @@ class SqliteCheckpointer:
         def write(db: sqlite3.Connection) -> None:
             with transaction(db):
                 if holder is not None:
-                    current = _lease(db, thread_id)
-                    if current is None or current.holder.token != holder:
-                        raise lost(thread_id, current)
+                    row = db.execute(
+                        "SELECT holder FROM tether_leases WHERE thread_id = ?", (thread_id,)
+                    ).fetchone()
+                    if row is None or row[0] != holder:
+                        raise lost(thread_id, _lease(db, thread_id))
                 (last,) = db.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM tether_records WHERE thread_id = ?",
                     (thread_id,),
