@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import os
 import signal
@@ -169,7 +170,11 @@ def test_a_waiting_run_survives_its_worker_and_resumes_on_decisions(
     assert query(apps, "SELECT count(*) FROM durable_runs WHERE key LIKE 'gate-1:%%'")[0][0] == 0
 
     workers.kill("g1")
-    handle.decide([Approve()])  # no worker runs: the decision waits in the database
+    # Sent twice at once (a double click): one is recorded, the other is told so.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        twice = [pool.submit(handle.decide, [Approve()]) for _ in range(2)]
+        outcomes = sorted(type(f.exception()).__name__ for f in twice)
+    assert outcomes == ["AlreadyDecidedError", "NoneType"]  # no worker runs: it waits
     workers.start("g1")
     second = handle.wait(timeout=60)
     assert second.state == "waiting"

@@ -214,13 +214,14 @@ class _Client:
         from tether.checkpoint.journal import Journal, read_thread
         from tether.checkpoint.lease import hold
 
+        thread_id = status.thread_id
         if status.state != "waiting":
+            if status.state in ("running", "finished"):  # perhaps decided a moment ago
+                _refuse_decided_again(await self.thread(thread_id), decisions)
             raise ConfigurationError(
-                f"the run of thread {status.thread_id!r} is {status.state}, "
-                "not waiting for a decision"
+                f"the run of thread {thread_id!r} is {status.state}, not waiting for a decision"
             )
         chosen = match_decisions([asdict(r) for r in status.interrupts], decisions)
-        thread_id = status.thread_id
         async with hold(self.checkpointer, thread_id, "decide", wait=_DECIDE_WAIT) as me:
             thread = await read_thread(self.checkpointer, thread_id)
             if {r["call_id"] for r in thread.interrupts} != set(chosen):
