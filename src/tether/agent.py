@@ -834,8 +834,14 @@ def _resolve_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpoint
         return checkpointer
     if isinstance(checkpointer, str):
         return open_checkpointer(checkpointer)
+    lacking = [
+        name
+        for name in ("append", "load", "threads", "delete", "close", "acquire", "renew", "release")
+        if not callable(getattr(checkpointer, name, None))
+    ]
     raise ConfigurationError(
         f"checkpointer must be a Checkpointer, a URL or None, got {type(checkpointer).__name__}"
+        + (f" (it has no {', '.join(lacking)})" if len(lacking) < 8 else "")
     )
 
 
