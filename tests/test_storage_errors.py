@@ -200,3 +200,20 @@ def test_the_command_says_decisions_given_twice_in_one_line(project: Path) -> No
     assert ": approve)" in line
     assert (project / "a.md").read_text() == "A"
     assert json.loads((project.parent / "write.json").read_text()) == turns
+
+
+def test_postgres_tables_from_a_newer_tether_are_refused_untouched() -> None:
+    import psycopg
+
+    from tests.conftest import postgres_url
+
+    url = postgres_url()
+    asyncio.run(open_checkpointer(url).append("t", [{"t": "end", "stop": "x", "output": 1}]))
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE tether_schema SET version = 99 WHERE component = 'checkpoint'")
+    with pytest.raises(StorageError, match="written by a newer tether") as caught:
+        asyncio.run(open_checkpointer(url).load("t"))
+    assert "tether:tether@" not in str(caught.value)  # named without the password
+    with psycopg.connect(url, autocommit=True) as db:
+        assert db.execute("SELECT count(*) FROM tether_records").fetchone() == (1,)
+        db.execute("UPDATE tether_schema SET version = 2 WHERE component = 'checkpoint'")
