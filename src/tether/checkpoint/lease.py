@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.errors import ThreadBusyError
+from tether.errors import ConfigurationError, ThreadBusyError
 
 if TYPE_CHECKING:
     from tether.checkpoint.base import Checkpointer
@@ -139,8 +139,6 @@ async def hold(
 ) -> AsyncIterator[Holder]:
     """The thread's lease, held (and renewed) for the body of the `async with`."""
     if not isinstance(wait, int | float) or isinstance(wait, bool) or not wait >= 0:
-        from tether.errors import ConfigurationError
-
         raise ConfigurationError(f"wait must be a number of seconds >= 0, got {wait!r}")
     me = here(work)
     await take(checkpointer, thread_id, me, float(wait))
