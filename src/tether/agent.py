@@ -34,7 +34,7 @@ from tether.capabilities.skills import Skills
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
-from tether.errors import AlreadyDecidedError, ConfigurationError
+from tether.errors import ConfigurationError
 from tether.events import Event
 from tether.limits import Limits, without_spending_limits
 from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
@@ -229,7 +229,7 @@ class Agent(Generic[OutputT]):
             if not thread.exists:
                 raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
             if decisions is not None and not thread.interrupts:
-                _refuse_decided_again(thread, decisions)
+                thread.refuse_decided_again(decisions)
             if not thread.unfinished:
                 raise ConfigurationError(
                     f"thread {thread_id!r} has nothing to resume: its last run ended with "
@@ -385,28 +385,6 @@ def _checked_thread_id(thread_id: object) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
     return thread_id
-
-
-def _refuse_decided_again(thread: Thread, decisions: Sequence[Any] | Mapping[str, Any]) -> None:
-    """Raise `AlreadyDecidedError` when `decisions` answer calls the thread has decided."""
-    from tether.approval import decision_from_json
-
-    if isinstance(decisions, Mapping):
-        ids = [str(k) for k in decisions]
-    else:  # a list answers the last calls that asked, in their order
-        ids = [r["call_id"] for r in thread.asked]
-        if isinstance(decisions, str | bytes) or len(decisions) != len(ids):
-            return
-    if not ids or any(i not in thread.decided for i in ids):
-        return
-    tools = {r["call_id"]: r["tool"] for r in thread.asked}
-    earlier = {i: decision_from_json(thread.decided[i]) for i in ids}
-    listing = ", ".join(f"{tools.get(i, 'a call')} ({i}): {d.kind}" for i, d in earlier.items())
-    raise AlreadyDecidedError(
-        f"the calls of thread {thread.thread_id!r} were already decided ({listing}); "
-        "nothing ran again",
-        decisions=earlier,
-    )
 
 
 @overload

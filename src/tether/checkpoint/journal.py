@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import base64
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 
-from tether.approval import ApprovalRequest
+from tether.approval import ApprovalRequest, decision_from_json
 from tether.checkpoint.base import Checkpointer, Record
-from tether.errors import StorageError, ThreadBusyError
+from tether.errors import AlreadyDecidedError, StorageError, ThreadBusyError
 from tether.messages import AssistantMessage, Message, ToolResult, Usage, from_json, to_json
 from tether.state import RunState, Todo
 
@@ -162,9 +162,31 @@ class Thread:
     @property
     def requests(self) -> tuple[ApprovalRequest, ...]:
         """The calls waiting for a decision."""
-        return tuple(
-            ApprovalRequest(r["call_id"], r["tool"], r["args"], tuple(r["allowed"]))
-            for r in self.interrupts
+        return _requests(self.interrupts)
+
+    @property
+    def asked_requests(self) -> tuple[ApprovalRequest, ...]:
+        """The calls of the last interrupt, also once decided."""
+        return _requests(self.asked)
+
+    def refuse_decided_again(self, decisions: Sequence[Any] | Mapping[str, Any]) -> None:
+        """Raise `AlreadyDecidedError` when `decisions` answer calls already decided: by
+        call id, or as a list for the last calls that asked, in their order."""
+        if isinstance(decisions, Mapping):
+            ids = [str(k) for k in decisions]
+        else:
+            ids = [r["call_id"] for r in self.asked]
+            if isinstance(decisions, str | bytes) or len(decisions) != len(ids):
+                return
+        if not ids or any(i not in self.decided for i in ids):
+            return
+        tools = {r["call_id"]: r["tool"] for r in self.asked}
+        earlier = {i: decision_from_json(self.decided[i]) for i in ids}
+        listing = ", ".join(f"{tools.get(i, 'a call')} ({i}): {d.kind}" for i, d in earlier.items())
+        raise AlreadyDecidedError(
+            f"the calls of thread {self.thread_id!r} were already decided ({listing}); "
+            "nothing ran again",
+            decisions=earlier,
         )
 
     @property
@@ -183,6 +205,12 @@ class Thread:
             last = self.messages[-1]
             return last if last.tool_calls else None
         return None
+
+
+def _requests(records: Sequence[dict[str, Any]]) -> tuple[ApprovalRequest, ...]:
+    return tuple(
+        ApprovalRequest(r["call_id"], r["tool"], r["args"], tuple(r["allowed"])) for r in records
+    )
 
 
 async def read_thread(checkpointer: Checkpointer, thread_id: str) -> Thread:

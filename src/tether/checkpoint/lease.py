@@ -75,6 +75,13 @@ class Lease:
     holder: Holder
     expires: float
 
+    @classmethod
+    def stored(cls, thread_id: str, owner: str | None, expires: float | None) -> Lease | None:
+        """The lease as a checkpointer keeps it (its holder as JSON), or None for none."""
+        if owner is None or expires is None:
+            return None
+        return cls(thread_id, Holder.from_json(owner), expires)
+
     def stale(self, now: float) -> bool:
         """Whether someone else may take it: its time ran out, or its holder is gone."""
         return now >= self.expires or self.holder.gone()

@@ -65,8 +65,7 @@ class PostgresCheckpointer:
             assert row is not None
             last, token, owner, expires = row
             if holder is not None and token != holder:
-                current = Lease(thread_id, Holder.from_json(owner), expires) if owner else None
-                raise lost(thread_id, current)
+                raise lost(thread_id, Lease.stored(thread_id, owner, expires))
             async with db.cursor() as insert:
                 await insert.executemany(
                     "INSERT INTO tether_records (thread_id, seq, created, body) "
@@ -171,4 +170,4 @@ async def _lease(db: psycopg.AsyncConnection[Any], thread_id: str) -> Lease | No
         "SELECT owner, expires FROM tether_leases WHERE thread_id = %s", (thread_id,)
     )
     row = await cursor.fetchone()
-    return Lease(thread_id, Holder.from_json(row[0]), row[1]) if row else None
+    return Lease.stored(thread_id, *row) if row else None

@@ -161,4 +161,4 @@ def _lease(db: sqlite3.Connection, thread_id: str) -> Lease | None:
     row = db.execute(
         "SELECT owner, expires FROM tether_leases WHERE thread_id = ?", (thread_id,)
     ).fetchone()
-    return Lease(thread_id, Holder.from_json(row[0]), row[1]) if row else None
+    return Lease.stored(thread_id, *row) if row else None

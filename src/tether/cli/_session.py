@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from wcmatch import glob as wc
 
-from tether.approval import ApprovalRequest
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.cli import EXIT_CODES, REFUSALS
@@ -29,7 +28,7 @@ from tether.errors import ConfigurationError, TetherError
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
-    from tether.approval import Decision
+    from tether.approval import ApprovalRequest, Decision
     from tether.backends.base import Backend
     from tether.checkpoint.journal import Thread
     from tether.events import Event
@@ -323,8 +322,7 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         waiting = list(thread.requests)
         # Given twice (two terminals), the same flags answer the same calls: the second
         # is told they were decided, and never answers calls that came up since.
-        asked = [ApprovalRequest(r["call_id"], r["tool"], r["args"], ()) for r in thread.asked]
-        decisions = _given_decisions(options, waiting or asked)
+        decisions = _given_decisions(options, waiting or list(thread.asked_requests))
         if decisions is None and waiting:
             if console is None or not interactive:
                 _explain_wait(waiting, thread_id, output)

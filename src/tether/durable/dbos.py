@@ -210,14 +210,13 @@ class _Client:
         """Record the decisions in the thread, then wake the workflow: from then on the
         run no longer waits, in every process's view. The decisions answer the calls that
         `status` showed: sent twice, the second raises `AlreadyDecidedError`."""
-        from tether.agent import _refuse_decided_again
         from tether.checkpoint.journal import Journal, read_thread
         from tether.checkpoint.lease import hold
 
         thread_id = status.thread_id
         if status.state != "waiting":
             if status.state in ("running", "finished"):  # perhaps decided a moment ago
-                _refuse_decided_again(await self.thread(thread_id), decisions)
+                (await self.thread(thread_id)).refuse_decided_again(decisions)
             raise ConfigurationError(
                 f"the run of thread {thread_id!r} is {status.state}, not waiting for a decision"
             )
@@ -225,7 +224,7 @@ class _Client:
         async with hold(self.checkpointer, thread_id, "decide", wait=_DECIDE_WAIT) as me:
             thread = await read_thread(self.checkpointer, thread_id)
             if {r["call_id"] for r in thread.interrupts} != set(chosen):
-                _refuse_decided_again(thread, chosen)
+                thread.refuse_decided_again(chosen)
                 raise ConfigurationError(
                     f"the run of thread {thread_id!r} no longer waits for these calls"
                 )
