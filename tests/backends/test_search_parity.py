@@ -1,5 +1,5 @@
-"""glob and grep give the same results on a real directory and in memory: one search
-code and one regex dialect for every backend."""
+"""glob and grep give the same results on a real directory, in memory and in a store: one
+search code and one regex dialect (RE2) for every backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.backends import FilesystemBackend, StateBackend
+from tether.backends import Backend, FilesystemBackend, StateBackend, StoreBackend
+from tether.stores import InMemoryStore
 
 from .conftest import call_tool
 
@@ -21,6 +22,7 @@ def tree(tmp_path: Path) -> Path:
         "src/util/__init__.py": "",
         "src/ünïcode.py": "naïve = 'café'\n",
         "docs/guide.txt": "line one\nline two\nno newline at the end",
+        "docs/regex.txt": "aa{,3}\nabab\nfoobar\nx = y\n",
         ".env": "SECRET=todo\n",
         ".config/settings.toml": "[tool]\nname = 'todo'\n",
         "data/blob.bin": "TODO\x00binary",
@@ -59,6 +61,16 @@ GREPS = [
     {"pattern": "café", "output_mode": "content"},
     {"pattern": r"\r$", "output_mode": "content"},
     {"pattern": "nothing-matches-this"},
+    # The dialect is RE2 on every backend, where Python's `re` differed before:
+    {"pattern": "a{,3}", "output_mode": "content"},  # literal text, not a repetition
+    {"pattern": r"bar\z", "output_mode": "content"},  # \z ends the line
+    {"pattern": r"(?P<two>ab){2}", "output_mode": "content"},  # named groups work
+    {"pattern": r"[[:alpha:]]+ = ", "output_mode": "content"},  # POSIX classes work
+    {"pattern": r"(?<=foo)bar"},  # refused: no lookbehind
+    {"pattern": r"(?!foo)bar"},  # refused: no lookahead
+    {"pattern": r"(ab)\1"},  # refused: no backreferences
+    {"pattern": r"bar\Z"},  # refused: \Z is Python's
+    {"pattern": "(a+)+$", "output_mode": "count"},  # catastrophic for a backtracker
 ]
 
 
@@ -81,12 +93,30 @@ async def test_glob_is_the_same_on_disk_and_in_memory(tree: Path, pattern: str, 
     assert "/src/link.py" not in on_disk.text  # symlinks are not followed
 
 
+async def _in_store(tree: Path) -> StoreBackend:
+    backend = StoreBackend(InMemoryStore())
+    for path, (data, _) in _in_memory(tree).data.items():
+        await backend.store.put(backend.namespace, path, data)
+    return backend
+
+
 @pytest.mark.parametrize("args", GREPS, ids=[str(g) for g in GREPS])
-async def test_grep_is_the_same_on_disk_and_in_memory(tree: Path, args: dict[str, object]) -> None:
-    on_disk = await call_tool(FilesystemBackend(tree), "grep", **args)
-    in_memory = await call_tool(_in_memory(tree), "grep", **args)
-    assert on_disk.text == in_memory.text
-    assert "blob.bin" not in on_disk.text  # binary files are skipped
+async def test_grep_is_the_same_on_every_backend(tree: Path, args: dict[str, object]) -> None:
+    backends: list[Backend] = [FilesystemBackend(tree), _in_memory(tree), await _in_store(tree)]
+    results = [await call_tool(b, "grep", **args) for b in backends]
+    assert len({(r.text, r.is_error) for r in results}) == 1, [r.text for r in results]
+    assert "blob.bin" not in results[0].text  # binary files are skipped
+
+
+async def test_the_dialect_is_re2(tree: Path) -> None:
+    backend = _in_memory(tree)
+    literal = await call_tool(backend, "grep", pattern="a{,3}", output_mode="content")
+    assert literal.text == "/docs/regex.txt:1:aa{,3}"
+    refused = await call_tool(backend, "grep", pattern=r"(?<=foo)bar")
+    assert refused.is_error
+    assert "RE2 syntax, which has no lookbehind" in refused.text
+    backreference = await call_tool(backend, "grep", pattern=r"(ab)\1")
+    assert "no backreferences" in backreference.text
 
 
 async def test_the_tree_is_searched_whole(tree: Path) -> None:
@@ -102,7 +132,7 @@ async def test_the_tree_is_searched_whole(tree: Path) -> None:
 
 async def test_patterns_anchored_to_the_whole_text_match_each_line(tree: Path) -> None:
     """The whole-file first pass must not hide matches that only the line pass sees."""
-    for pattern in (r"\Adef", r"TODO\Z", "^def", r"TODO$"):
+    for pattern in (r"\Adef", r"TODO\z", "^def", r"TODO$"):
         on_disk = await call_tool(FilesystemBackend(tree), "grep", pattern=pattern)
         in_memory = await call_tool(_in_memory(tree), "grep", pattern=pattern)
         assert on_disk.text == in_memory.text, pattern

@@ -16,7 +16,6 @@ import asyncio
 import copy
 import errno
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Admits, FileInfo, GrepH
 from tether.backends.errors import BackendError
 from tether.backends.hostfs import Root
 from tether.backends.paths import clean, join
-from tether.backends.search import compile_pattern, grep_text, is_binary
+from tether.backends.search import Pattern, compile_pattern, grep_text
 from tether.errors import ConfigurationError
 
 __all__ = ["FilesystemBackend"]
@@ -232,11 +231,7 @@ class FilesystemBackend:
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
         return await asyncio.to_thread(self._grep, regex, clean(path))
 
-    def _grep(self, regex: re.Pattern[str], path: str) -> list[GrepHit]:
-        # Most files do not match: one search of the whole text rules them out before
-        # the line-by-line pass. Patterns anchored to the whole text cannot be tested so.
-        anchored = "\\A" in regex.pattern or "\\Z" in regex.pattern
-        whole = None if anchored else re.compile(regex.pattern, regex.flags | re.MULTILINE)
+    def _grep(self, regex: Pattern, path: str) -> list[GrepHit]:
         aliases = _Aliases(self.host)
         hits: list[GrepHit] = []
         for file_path, entry, directory in self._regular_files(path):
@@ -253,11 +248,7 @@ class FilesystemBackend:
                 continue  # over the size limit, refused, or no longer a regular file
             finally:
                 os.close(fd)
-            if is_binary(data):
-                continue
-            text = data.decode("utf-8", errors="replace")
-            if whole is None or whole.search(text):
-                hits += grep_text(file_path, data, regex)
+            hits += grep_text(file_path, data, regex)
         hits.sort(key=lambda h: (h.path, h.line))
         return hits
 

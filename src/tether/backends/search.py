@@ -1,10 +1,16 @@
-"""glob and grep, written once: every backend's results come from here or match it."""
+"""glob and grep, written once: every backend's results come from here or match it.
+
+Patterns are RE2 syntax (Go's and ripgrep's dialect): matching takes time linear in the
+text whatever the pattern, so no pattern the model writes can stall a run. What that
+dialect leaves out (lookaround, backreferences) is what makes that guarantee possible.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
+from typing import Any
 
+import re2  # type: ignore[import-untyped]
 from wcmatch import glob as wc
 
 from tether.backends.base import FileInfo, GrepHit
@@ -12,12 +18,15 @@ from tether.backends.errors import BackendError
 from tether.backends.paths import is_under
 
 __all__ = [
+    "Pattern",
     "compile_pattern",
     "glob_match",
+    "grep_files",
     "grep_text",
     "include_match",
     "is_binary",
     "relative",
+    "shown",
     "split_lines",
 ]
 
@@ -58,31 +67,96 @@ def include_match(path: str, directory: str, include: str) -> bool:
     )
 
 
-def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> re.Pattern[str]:
-    """The regex for a grep, or a `BackendError` explaining why it does not compile."""
+class Pattern:
+    """A compiled grep pattern: a line test, and a quick test of a whole file."""
+
+    def __init__(self, line: Any, whole: Any) -> None:
+        self.line = line
+        self.whole = whole  # None when the pattern is anchored to the start or end of text
+
+    def matches(self, text: str) -> bool:
+        return self.line.search(text) is not None
+
+    def might_match(self, text: str) -> bool:
+        """False only when no line of `text` can match: most files are ruled out at once."""
+        return self.whole is None or self.whole.search(text) is not None
+
+
+_UNSUPPORTED = (
+    ("(?<=", "lookbehind"),
+    ("(?<!", "lookbehind"),
+    ("(?=", "lookahead"),
+    ("(?!", "lookahead"),
+    ("\\Z", "\\Z (\\z ends the line)"),
+)
+
+
+def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> Pattern:
+    """The compiled grep pattern, or a `BackendError` explaining why it does not compile."""
     if not pattern:
         raise BackendError("The search pattern is empty.")
+    options = re2.Options()
+    options.log_errors = False
+    options.literal = literal
+    options.case_sensitive = not ignore_case
+    anchored = not literal and ("\\A" in pattern or "\\z" in pattern)
     try:
-        return re.compile(
-            re.escape(pattern) if literal else pattern, re.IGNORECASE if ignore_case else 0
+        line = re2.compile(pattern, options)
+        whole = (
+            None if anchored else re2.compile(pattern if literal else f"(?m:{pattern})", options)
         )
-    except re.error as exc:
-        raise BackendError(
-            f"The pattern {pattern!r} is not a valid regular expression ({exc}). "
-            "Fix it, or search for it literally."
-        ) from exc
+    except re2.error as exc:
+        raise BackendError(_explain(pattern, exc)) from None
+    return Pattern(line, whole)
 
 
-def grep_text(path: str, data: bytes, regex: re.Pattern[str]) -> list[GrepHit]:
+def _explain(pattern: str, exc: re2.error) -> str:
+    reason = exc.args[0] if exc.args else exc
+    if isinstance(reason, bytes):
+        reason = reason.decode(errors="replace")
+    text = f"The pattern {shown(pattern)} is not a valid regular expression ({reason})."
+    missing = sorted({name for mark, name in _UNSUPPORTED if mark in pattern})
+    if (
+        not missing
+        and str(reason).startswith("invalid escape sequence: \\")
+        and str(reason)[-1].isdigit()
+    ):
+        missing = ["backreferences"]
+    if missing:
+        text += (
+            f" Patterns are RE2 syntax, which has no {' or '.join(missing)}; "
+            "that is what keeps every search linear in time."
+        )
+    return text + " Fix it, or search for it literally."
+
+
+def shown(pattern: str, limit: int = 200) -> str:
+    """A pattern quoted for a message, cut to `limit` characters."""
+    if len(pattern) <= limit:
+        return repr(pattern)
+    return f"{pattern[:limit]!r}... ({len(pattern)} characters)"
+
+
+def grep_text(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
     """The matching lines of one file; none for a binary file."""
     if is_binary(data):
         return []
-    lines = split_lines(data.decode("utf-8", errors="replace"))
+    text = data.decode("utf-8", errors="replace")
+    if not pattern.might_match(text):
+        return []
     return [
         GrepHit(path, number, line)
-        for number, line in enumerate(lines, start=1)
-        if regex.search(line)
+        for number, line in enumerate(split_lines(text), start=1)
+        if pattern.matches(line)
     ]
+
+
+def grep_files(files: Iterable[tuple[str, bytes]], pattern: Pattern) -> list[GrepHit]:
+    """The matching lines of several files, in path order. CPU-bound: run it in a thread."""
+    hits: list[GrepHit] = []
+    for path, data in sorted(files):
+        hits += grep_text(path, data, pattern)
+    return hits
 
 
 def split_lines(text: str) -> list[str]:

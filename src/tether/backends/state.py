@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
-from tether.backends.search import compile_pattern, grep_text
+from tether.backends.search import compile_pattern, grep_files
 
 __all__ = ["FileTable", "StateBackend", "TableBackend"]
 
@@ -110,10 +111,8 @@ class TableBackend:
         path = clean(path)
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
         table = await self.table()
-        hits: list[GrepHit] = []
-        for file_path in sorted(p for p in table if is_under(p, path)):
-            hits += grep_text(file_path, table[file_path][0], regex)
-        return hits
+        files = [(p, data) for p, (data, _) in table.items() if is_under(p, path)]
+        return await asyncio.to_thread(grep_files, files, regex)
 
 
 class StateBackend(TableBackend):

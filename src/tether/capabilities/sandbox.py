@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tether import prompts
+from tether.backends.errors import BackendError
 from tether.backends.sandbox.base import SandboxBackend
+from tether.backends.search import Pattern, compile_pattern
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, ToolError
 from tether.state import RunState, ToolContext
@@ -21,30 +22,31 @@ __all__ = ["CommandPolicy", "Sandbox"]
 class CommandPolicy:
     """Which commands `execute` may run: none matching a `deny` regex, and, when `allow`
     is given, only those matching an `allow` regex (both searched anywhere in the
-    command)."""
+    command). The patterns are RE2 syntax, like grep's: the model writes the commands,
+    so no pattern may take more than linear time on them."""
 
     allow: Sequence[str] = ()
     deny: Sequence[str] = ()
-    _compiled: tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]] = field(
+    _compiled: tuple[tuple[tuple[str, Pattern], ...], ...] = field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
         try:
-            compiled = (
-                tuple(re.compile(p) for p in self.allow),
-                tuple(re.compile(p) for p in self.deny),
+            compiled = tuple(
+                tuple((p, compile_pattern(p, literal=False, ignore_case=False)) for p in patterns)
+                for patterns in (self.allow, self.deny)
             )
-        except re.error as exc:
-            raise ConfigurationError(f"CommandPolicy has a bad pattern: {exc}") from exc
+        except BackendError as exc:
+            raise ConfigurationError(f"CommandPolicy has a bad pattern: {exc}") from None
         object.__setattr__(self, "_compiled", compiled)
 
     def __call__(self, command: str) -> str | None:
         allow, deny = self._compiled
-        for pattern in deny:
-            if pattern.search(command):
-                return f"the command matches the denied pattern {pattern.pattern!r}"
-        if allow and not any(p.search(command) for p in allow):
+        for text, pattern in deny:
+            if pattern.matches(command):
+                return f"the command matches the denied pattern {text!r}"
+        if allow and not any(p.matches(command) for _, p in allow):
             return "the command matches none of the allowed patterns"
         return None
 
@@ -77,7 +79,7 @@ class Sandbox(Capability):
     async def on_run_start(self, state: RunState) -> None:
         state.data[COMMAND_RUNNER] = self.run
 
-    async def run(self, context: ToolContext, command: str, timeout_seconds: int) -> str:
+    async def run(self, context: ToolContext, command: str, timeout_seconds: int | None) -> str:
         if not command.strip():
             raise ToolError("The command is empty.")
         refusal = self.policy(command) if self.policy is not None else None

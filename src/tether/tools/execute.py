@@ -16,20 +16,21 @@ EXECUTE = "execute"
 COMMAND_RUNNER = "command_runner"
 """Where a run's `RunState.data` keeps the function that runs an `execute` call."""
 
-CommandRunner: TypeAlias = Callable[[ToolContext, str, int], Awaitable[str]]
+CommandRunner: TypeAlias = Callable[[ToolContext, str, int | None], Awaitable[str]]
 
 
-async def execute(context: ToolContext, command: str, timeout_seconds: int = 120) -> str:
+async def execute(context: ToolContext, command: str, timeout_seconds: int | None = None) -> str:
     """Run a shell command in the workspace and return its output and exit code.
 
     Args:
         command: The command, run with /bin/sh in the workspace directory.
-        timeout_seconds: Seconds before the command is killed.
+        timeout_seconds: Seconds before the command is killed; the sandbox's own limit
+            (120 s unless set otherwise) holds when it is shorter.
     """
     runner: CommandRunner | None = context.state.data.get(COMMAND_RUNNER)
     if runner is None:
         raise ToolError("This agent has no sandbox to run commands in.")
-    if timeout_seconds < 1:
+    if timeout_seconds is not None and timeout_seconds < 1:
         raise ToolError("timeout_seconds must be at least 1.")
     return await runner(context, command, timeout_seconds)
 

@@ -6,6 +6,7 @@ failure comes back to the model as an error it can act on.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from typing import Literal
 from tether.backends.base import Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
-from tether.backends.search import glob_match, include_match, is_binary, split_lines
+from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
 from tether.messages import BinaryPart
 from tether.state import ToolContext
 from tether.tools.tool import Tool, tool
@@ -220,9 +221,10 @@ async def glob(context: ToolContext, pattern: str, path: str = "/") -> str:
         path: Directory to search from.
     """
     directory = clean(path)
-    matched = glob_match(await _backend(context).files(directory), pattern, directory)
+    files = await _backend(context).files(directory)
+    matched = await asyncio.to_thread(glob_match, files, pattern, directory)
     if not matched:
-        return f"No files match {pattern!r} under {directory}."
+        return f"No files match {shown(pattern)} under {directory}."
     lines = [f.path for f in matched[:MAX_GLOB_RESULTS]]
     if len(matched) > MAX_GLOB_RESULTS:
         lines.append(f"({len(matched) - MAX_GLOB_RESULTS} more; narrow the pattern)")
@@ -257,9 +259,9 @@ async def grep(
     backend = _backend(context)
     hits = await backend.grep(pattern, directory, literal=literal, ignore_case=ignore_case)
     if glob:
-        hits = [h for h in hits if include_match(h.path, directory, glob)]
+        hits = await asyncio.to_thread(_included, hits, directory, glob)
     if not hits:
-        return f"No matches for {pattern!r} under {directory}."
+        return f"No matches for {shown(pattern)} under {directory}."
     if output_mode == "files_with_matches":
         lines = list(dict.fromkeys(h.path for h in hits))
     elif output_mode == "count":
@@ -273,6 +275,10 @@ async def grep(
         rest = len(lines) - MAX_GREP_LINES
         lines = [*lines[:MAX_GREP_LINES], f"({rest} more lines; narrow the search)"]
     return "\n".join(lines)
+
+
+def _included(hits: Sequence[GrepHit], directory: str, include: str) -> list[GrepHit]:
+    return [h for h in hits if include_match(h.path, directory, include)]
 
 
 async def _content(backend: Backend, hits: Sequence[GrepHit], around: int) -> list[str]:

@@ -32,7 +32,11 @@ class SandboxBackend(Backend, Protocol):
     commands start in the directory that is the backend's `/`."""
 
     async def execute(self, command: str, *, timeout_seconds: float | None = None) -> ExecResult:
-        """Run `command` with a shell and wait for it, at most `timeout_seconds`."""
+        """Run `command` with a shell and wait for it, at most `timeout_seconds`.
+
+        A backend with a limit of its own keeps it: the smaller of the two holds, so a
+        caller can shorten the limit a user set but never lengthen it.
+        """
         ...
 
     async def upload(self, path: str, data: bytes) -> None:

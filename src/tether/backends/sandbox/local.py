@@ -98,7 +98,8 @@ class _Shell(FilesystemBackend):
         return await self.read(path)
 
     async def execute(self, command: str, *, timeout_seconds: float | None = None) -> ExecResult:
-        limit = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        # The caller (the model, through `execute`) can shorten the limit, never lengthen it.
+        limit = min(self.timeout_seconds, timeout_seconds or self.timeout_seconds)
         with self._command(command) as (argv, fds):
             process = await asyncio.create_subprocess_exec(
                 *argv,
