@@ -67,7 +67,24 @@ class ConfigurationError(TetherError, ValueError):
 
 
 class ModelError(TetherError):
-    """A model could not produce a response."""
+    """A model could not produce a response.
+
+    For a provider's model, `url` is where the request went, `request_id` the provider's
+    id for it (quote it to their support) and `retries` how many times it was retried.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        request_id: str | None = None,
+        retries: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.url = url
+        self.request_id = request_id
+        self.retries = retries
 
 
 class ModelHTTPError(ModelError):
@@ -76,8 +93,17 @@ class ModelHTTPError(ModelError):
     `status_code` is the HTTP status and `body` the provider's error payload, if any.
     """
 
-    def __init__(self, message: str, *, status_code: int, body: object = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        body: object = None,
+        url: str | None = None,
+        request_id: str | None = None,
+        retries: int = 0,
+    ) -> None:
+        super().__init__(message, url=url, request_id=request_id, retries=retries)
         self.status_code = status_code
         self.body = body
 

@@ -42,7 +42,8 @@ def no_real_models(
     "FunctionModel, or pass the adapter a mocked client",
 ) -> Iterator[None]:
     """Inside the block, a provider adapter that would open a real connection raises
-    `ProviderBlockedError` instead. Adapters given a client of yours are let through."""
+    `ProviderBlockedError` instead. Adapters given a client of yours, or a `base_url` on
+    the loopback interface (a local server), are let through."""
     before = _sdk.blocked_reason
     _sdk.blocked_reason = reason
     try:

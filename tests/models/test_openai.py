@@ -292,9 +292,12 @@ async def test_connection_errors_are_retried_then_reported() -> None:
     assert (await create_agent(chat_model(server)).arun("Hi")).output == "ok"
 
     server = MockServer([refuse] * 3)
-    with pytest.raises(ModelError, match="APIConnectionError") as caught:
+    with pytest.raises(ModelError, match="could not connect") as caught:
         await create_agent(chat_model(server, max_retries=2)).arun("Hi")
     assert not isinstance(caught.value, ModelHTTPError)
+    assert "ConnectError: connection refused" in str(caught.value)
+    assert "/chat/completions, after 2 retries]" in str(caught.value)
+    assert caught.value.retries == 2
     assert len(server.bodies) == 3
 
 

@@ -3,8 +3,14 @@
 Provider adapters live in their own modules so their SDKs load only when used:
 `tether.models.anthropic`, `tether.models.openai`, `tether.models.langchain`, and
 `tether.models.local` for the offline model that runs on this machine.
+
+The Anthropic and OpenAI adapters retry rate limits, server errors, refused or dropped
+connections and timeouts themselves (their SDKs' retries are off), with backoff, and
+wait as long as a `retry-after` asks up to `MAX_RETRY_WAIT_SECONDS`; a fault left over
+raises a `ModelError` naming the URL, the provider's request id and the retries made.
 """
 
+from tether.models._sdk import MAX_RETRY_WAIT_SECONDS
 from tether.models.base import (
     Model,
     ModelRequest,
@@ -21,6 +27,7 @@ from tether.models.resolve import OFFLINE_NOTICE, default_model, infer_model
 from tether.models.scripted import FunctionModel, ScriptedModel, Turn
 
 __all__ = [
+    "MAX_RETRY_WAIT_SECONDS",
     "OFFLINE_NOTICE",
     "FunctionModel",
     "Model",

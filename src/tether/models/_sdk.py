@@ -1,30 +1,55 @@
-"""What the provider adapters share: lazy SDK imports, keys, clients per event loop, errors.
+"""What the provider adapters share: lazy SDK imports, keys, clients per event loop,
+retries and errors.
 
-Both official SDKs (anthropic, openai) retry 408/409/429/5xx, connection errors and
-timeouts with exponential backoff and jitter, honouring `retry-after`; tether sets how
-many times and turns what is left into a `ModelError` that says what to do.
+tether retries, not the SDKs (their own retries are turned off): 408, 409, 429, 5xx and
+529, errors the provider reports inside a stream before any of the reply arrived, refused
+or dropped connections and timeouts, `max_retries` times with exponential backoff and
+jitter (0.5 s doubling up to 8 s), honouring `retry-after`. A server that asks for a wait
+longer than `MAX_RETRY_WAIT_SECONDS` is not waited for: the error is raised at once. A
+run's `timeout_seconds` cuts any wait short. A reply that breaks off after some of it
+arrived is not retried (its deltas were already streamed). Whatever is left becomes a
+`ModelError` saying what happened, where (the URL and the provider's request id) and what
+to do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import functools
 import importlib
 import importlib.util
+import ipaddress
 import os
+import random
+import time
+import urllib.parse
 import weakref
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from tether.errors import ConfigurationError, ModelError, ModelHTTPError, ProviderBlockedError
+from tether.errors import (
+    ConfigurationError,
+    ModelError,
+    ModelHTTPError,
+    ProviderBlockedError,
+    TetherError,
+)
 from tether.models.base import ModelRequest, ModelResponse, StreamItem, response_of
 from tether.models.profiles import ModelProfile, profile_for
 
-__all__ = ["Adapter", "LoopClients", "env_key", "model_error", "require"]
+__all__ = ["MAX_RETRY_WAIT_SECONDS", "Adapter", "LoopClients", "env_key", "model_error", "require"]
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT_SECONDS = 600.0
+MAX_RETRY_WAIT_SECONDS = 60.0
+"""The longest tether waits before a retry; a `retry-after` asking for more ends the run."""
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 8.0
+_RETRIED = frozenset({408, 409, 429})
+_RETRIED_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "server_error"})
 
 Client = TypeVar("Client")
 
@@ -91,6 +116,184 @@ class Adapter:
         raise NotImplementedError
 
 
+class HTTPAdapter(Adapter):
+    """An adapter over a provider's HTTP API: tether's retries and errors around
+    `_attempt`, which streams one try."""
+
+    key_hint = "the API key"
+
+    def __init__(
+        self, name: str, provider: str | None, profile: ModelProfile | None, max_retries: int
+    ) -> None:
+        super().__init__(name, provider, profile)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self._max_retries = max_retries
+
+    def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        """The URL requests go to, for errors raised before a request has one."""
+        raise NotImplementedError
+
+    def _context(self, exc: Exception, retries: int) -> dict[str, Any]:
+        """Where a try failed: its URL, the provider's request id, the retries so far."""
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        request_id = getattr(exc, "request_id", None) or headers.get("request-id")
+        return {
+            "url": _url(exc) or self._where(),
+            "request_id": request_id or headers.get("x-request-id"),
+            "retries": retries,
+        }
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        retries = 0
+        while True:
+            streamed = False
+            try:
+                async for item in self._attempt(request):
+                    streamed = True
+                    yield item
+                return
+            except TetherError as exc:
+                if not isinstance(exc, ModelError):
+                    raise  # not a fault of the model's (a test blocking providers, say)
+                raise _with(exc, self._context(exc, retries)) from exc.__cause__
+            except Exception as exc:
+                fault = _fault(exc, self, streamed)
+                wait = fault.wait(retries) if not streamed and retries < self._max_retries else None
+                if wait is None:
+                    raise _with(fault.error, self._context(exc, retries)) from exc
+            retries += 1
+            await asyncio.sleep(wait)
+
+
+@dataclass
+class _Fault:
+    error: ModelError
+    retryable: bool
+    retry_after: float | None = None
+
+    def wait(self, retries: int) -> float | None:
+        """Seconds to wait before the next try, or None to give up now."""
+        if not self.retryable:
+            return None
+        if self.retry_after is not None:
+            return self.retry_after if self.retry_after <= MAX_RETRY_WAIT_SECONDS else None
+        backoff = min(FIRST_BACKOFF_SECONDS * 2.0**retries, MAX_BACKOFF_SECONDS)
+        return backoff * random.uniform(0.75, 1.0)
+
+
+def _fault(exc: Exception, adapter: HTTPAdapter, streamed: bool) -> _Fault:
+    """What went wrong with one try, as the error to raise and whether to try again."""
+    provider = adapter.provider or "the server"
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    where = _url(exc) or adapter._where()
+    status = getattr(exc, "status_code", None)
+    kind = getattr(exc, "type", None) or _error_type(getattr(exc, "body", None))
+    if isinstance(status, int) and status >= 400:
+        error = model_error(exc, provider=provider, model=adapter.name, key_hint=adapter.key_hint)
+        retryable = status in _RETRIED or status >= 500
+        after = _retry_after(headers)
+        if retryable and after is not None and after > MAX_RETRY_WAIT_SECONDS:
+            error.args = (
+                f"{error} The server asks to wait {after:g} s before trying again, longer "
+                f"than tether waits ({MAX_RETRY_WAIT_SECONDS:g} s).",
+            )
+        return _Fault(error, retryable, after)
+    if isinstance(status, int):  # an error event inside a 200 stream
+        text = f"{provider} reported an error in the middle of its reply: {_detail(exc)}"
+        return _Fault(ModelError(text), retryable=kind in _RETRIED_TYPES)
+    if _is_transport(exc):
+        text = f"the connection to {provider} failed: {_transport_detail(exc, streamed)}"
+        return _Fault(ModelError(text), retryable=True)
+    text = (
+        f"{provider} sent a reply tether could not read ({type(exc).__name__}: "
+        f"{_detail(exc) or 'no detail'}); is {where} the right URL for this model's API?"
+    )
+    return _Fault(ModelError(text), retryable=False)
+
+
+def _with(error: ModelError, context: dict[str, Any]) -> ModelError:
+    """`error` with where it happened filled in, and said at the end of its message."""
+    for key, value in context.items():
+        if getattr(error, key, None) in (None, 0):
+            setattr(error, key, value)
+    said = [f"POST {error.url}"] if error.url else []
+    if error.request_id:
+        said.append(f"request id {error.request_id}")
+    if error.retries:
+        said.append(f"after {error.retries} {'retry' if error.retries == 1 else 'retries'}")
+    if said and error.args and "[POST " not in str(error.args[0]):
+        error.args = (f"{error.args[0]} [{', '.join(said)}]", *error.args[1:])
+    return error
+
+
+def _url(exc: Exception) -> str | None:
+    for source in (getattr(exc, "response", None), exc):
+        try:
+            request = getattr(source, "request", None)
+        except RuntimeError:  # an httpx error raised without its request
+            request = None
+        if request is not None and getattr(request, "url", None) is not None:
+            return str(request.url)
+    return None
+
+
+def _error_type(body: object) -> str | None:
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    kind = inner.get("type") if isinstance(inner, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait a response asks for, in seconds: `retry-after-ms`, or `retry-after` as
+    seconds or an HTTP date."""
+    try:
+        if "retry-after-ms" in headers:
+            return max(float(headers["retry-after-ms"]) / 1000, 0.0)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(when.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _is_transport(exc: BaseException) -> bool:
+    """A refused, dropped or timed-out connection, as the SDK or httpx reports it."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"APIConnectionError", "TransportError", "TimeoutException"}) or (
+        isinstance(exc, OSError | TimeoutError)
+    )
+
+
+def _transport_detail(exc: BaseException, streamed: bool) -> str:
+    """What happened to the connection, from the deepest exception that says something."""
+    reason = ""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen).strip()
+        if text and not text.startswith(("Connection error.", "Request timed out")):
+            reason = f"{type(seen).__name__}: {text}"
+        seen = seen.__cause__ or seen.__context__
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"APITimeoutError", "TimeoutException"} or isinstance(exc, TimeoutError):
+        what = "no answer within the timeout (timeout_seconds)"
+    elif names & {"RemoteProtocolError"}:
+        what = "the server closed the connection in the middle of the reply"
+    elif streamed or names & {"ReadError"}:
+        what = "the connection broke in the middle of the reply"
+    else:
+        what = "could not connect, or the connection broke"
+    return f"{what} ({reason})" if reason else what
+
+
 blocked_reason: str | None = None
 """Set by `tether.testing.no_real_models`: why SDK clients may not be made now."""
 
@@ -103,10 +306,19 @@ class LoopClients(Generic[Client]):
     """
 
     def __init__(self, make: Callable[..., Client], given: Client | None, **options: Any) -> None:
-        self._make = functools.partial(make, **options)
+        # tether retries (see HTTPAdapter): the SDK's own retries would wait as long as
+        # any retry-after asks, and multiply with tether's.
+        self._make = functools.partial(make, **options, max_retries=0)
+        if given is not None and hasattr(given, "with_options"):
+            given = given.with_options(max_retries=0)
         self._given = given
-        # A client or HTTP client of the caller's (a mock in tests) decides where requests go.
-        self._own_transport = given is not None or options.get("http_client") is not None
+        # A client or HTTP client of the caller's (a mock in tests) decides where requests
+        # go; a server on this machine is no provider's.
+        self._own_transport = (
+            given is not None
+            or options.get("http_client") is not None
+            or _on_this_machine(options.get("base_url"))
+        )
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -122,6 +334,45 @@ class LoopClients(Generic[Client]):
         if client is None:
             client = self._by_loop[loop] = self._make()
         return client
+
+
+def _on_this_machine(url: object) -> bool:
+    """Whether `url` points at the loopback interface."""
+    if not isinstance(url, str):
+        return False
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def endpoint(clients: LoopClients[Any], path: str) -> str:
+    """The URL of `path` on the client's base URL."""
+    try:
+        base = str(clients.get().base_url)
+    except Exception:
+        return path
+    return f"{base.rstrip('/')}/{path}"
+
+
+async def check_event_stream(response: Any, provider: str) -> None:
+    """A `ModelError` unless `response` is an event stream: a proxy's HTML page or a JSON
+    body where a stream should be is named for what it is, not parsed as garbage."""
+    kind = response.headers.get("content-type", "")
+    if not kind or "event-stream" in kind:
+        return
+    start = b""
+    async for chunk in response.aiter_bytes():
+        start += chunk
+        if len(start) >= 300:
+            break
+    shown = start[:300].decode("utf-8", errors="replace")
+    raise ModelError(
+        f"{provider} answered HTTP {response.status_code} with {kind}, not an event stream "
+        f"(a proxy or the wrong base URL?); it began: {shown!r}",
+        request_id=response.headers.get("request-id") or response.headers.get("x-request-id"),
+    )
 
 
 def model_error(exc: BaseException, *, provider: str, model: str, key_hint: str) -> ModelError:

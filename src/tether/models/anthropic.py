@@ -13,7 +13,9 @@ so each step re-reads the conversation so far from the cache.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import ModelError
@@ -47,16 +49,18 @@ _FINISH = {
 }
 
 
-class AnthropicModel(_sdk.Adapter):
+class AnthropicModel(_sdk.HTTPAdapter):
     """A Claude model.
 
     `client` takes a ready `anthropic.AsyncAnthropic` (for Bedrock, Vertex, a proxy or a
     profile); otherwise one is made per event loop from `api_key` (default: the
     `ANTHROPIC_API_KEY` variable), `base_url` and `http_client` (an `httpx2.AsyncClient`,
-    which belongs to one event loop). The SDK retries rate limits, server
-    errors and dropped connections `max_retries` times with backoff, honouring
-    `retry-after`. `cache=False` turns off the prompt-cache breakpoints.
+    which belongs to one event loop). tether retries rate limits, server errors and
+    dropped connections `max_retries` times (see `tether.models`).
+    `cache=False` turns off the prompt-cache breakpoints.
     """
+
+    key_hint = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -71,7 +75,7 @@ class AnthropicModel(_sdk.Adapter):
         cache: bool = True,
         profile: ModelProfile | None = None,
     ) -> None:
-        super().__init__(name, PROVIDER, profile)
+        super().__init__(name, PROVIDER, profile, max_retries)
         self._sdk = _sdk.require("anthropic", "anthropic")
         self._cache = cache
         self._timeout = timeout_seconds
@@ -82,28 +86,23 @@ class AnthropicModel(_sdk.Adapter):
             client,
             api_key=api_key,
             base_url=base_url,
-            max_retries=max_retries,
             timeout=timeout_seconds,
             http_client=http_client,
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        sdk = self._sdk()
+    def _where(self) -> str:
+        return _sdk.endpoint(self._clients, "v1/messages")
+
+    async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        stream = await self._clients.get().messages.create(**self.params(request), stream=True)
         reader = _StreamReader()
-        try:
-            async with self._clients.get().messages.stream(**self.params(request)) as stream:
-                async for event in stream:
-                    delta = reader.read(event)
-                    if delta is not None:
-                        yield delta
-                message = await stream.get_final_message()
-        except sdk.APIError as exc:
-            raise _sdk.model_error(
-                exc, provider=PROVIDER, model=self._name, key_hint="ANTHROPIC_API_KEY"
-            ) from exc
-        except ValueError as exc:  # the SDK could not parse streamed tool arguments
-            raise ModelError(f"{PROVIDER} sent a reply tether could not read: {exc}") from exc
-        yield reader.response(message)
+        async with stream:
+            await _sdk.check_event_stream(stream.response, PROVIDER)
+            async for event in stream:
+                delta = reader.read(event)
+                if delta is not None:
+                    yield delta
+        yield reader.response()
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `messages.stream` for `request`."""
@@ -140,64 +139,123 @@ class AnthropicModel(_sdk.Adapter):
         return params
 
 
-class _StreamReader:
-    """Turns stream events into deltas, and the final message into a `ModelResponse`."""
+@dataclass
+class _Block:
+    """One content block as it streams in."""
 
-    def __init__(self) -> None:
-        self.call_ids: dict[int, str] = {}
-        self.arguments: dict[int, str] = {}
-        self.last_index = -1
+    kind: str
+    text: list[str] = field(default_factory=list)
+    signature: str = ""
+    call_id: str = ""
+    name: str = ""
+    start_input: Any = None
+
+
+@dataclass
+class _StreamReader:
+    """Turns the raw stream events into deltas, and the blocks they build into a
+    `ModelResponse`. Tool arguments are parsed here, strictly: a call whose JSON is broken
+    goes back to the model as an error, never as a guess."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    model: str | None = None
+    stop_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
 
     def read(self, event: Any) -> StreamDelta | None:
-        kind = event.type
-        if kind == "text":
-            return StreamDelta("text", event.text)
-        if kind == "thinking":
-            return StreamDelta("thinking", event.thinking)
-        if kind == "content_block_start":
-            self.last_index = event.index
-            if event.content_block.type == "tool_use":
-                self.call_ids[event.index] = event.content_block.id
-        elif kind == "content_block_delta" and event.delta.type == "input_json_delta":
-            partial = event.delta.partial_json
-            self.arguments[event.index] = self.arguments.get(event.index, "") + partial
-            return StreamDelta("tool_call", partial, self.call_ids.get(event.index))
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self.model = event.message.model
+            self.usage.update(_usage_fields(event.message.usage))
+        elif kind == "content_block_start":
+            block = event.content_block
+            self.blocks[event.index] = _Block(
+                block.type,
+                [getattr(block, "text", None) or getattr(block, "thinking", None) or ""],
+                getattr(block, "signature", None) or getattr(block, "data", None) or "",
+                getattr(block, "id", None) or "",
+                getattr(block, "name", None) or "",
+                getattr(block, "input", None),
+            )
+        elif kind == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            self.usage.update(_usage_fields(event.usage))
         return None
 
-    def response(self, message: Any) -> ModelResponse:
-        if message.stop_reason is None:
+    def _delta(self, index: int, delta: Any) -> StreamDelta | None:
+        block = self.blocks.setdefault(index, _Block("text"))
+        kind = delta.type
+        if kind == "text_delta":
+            block.text.append(delta.text)
+            return StreamDelta("text", delta.text)
+        if kind == "thinking_delta":
+            block.text.append(delta.thinking)
+            return StreamDelta("thinking", delta.thinking)
+        if kind == "signature_delta":
+            block.signature += delta.signature
+        elif kind == "input_json_delta":
+            block.text.append(delta.partial_json)
+            return StreamDelta("tool_call", delta.partial_json, block.call_id or None)
+        return None
+
+    def response(self) -> ModelResponse:
+        if self.stop_reason is None:
             raise ModelError(f"the {PROVIDER} stream ended before the reply was complete")
         parts: list[AssistantPart] = []
-        for index, block in enumerate(message.content):
-            if block.type == "text":
-                parts.append(TextPart(block.text))
-            elif block.type == "thinking":
-                parts.append(ThinkingPart(block.thinking, block.signature, PROVIDER))
-            elif block.type == "redacted_thinking":
-                parts.append(ThinkingPart("", block.data, PROVIDER, redacted=True))
-            elif block.type == "tool_use":
-                args: dict[str, Any] | str = block.input
-                if message.stop_reason == "max_tokens" and index == self.last_index:
-                    # Cut off mid-call: the SDK's partial parse would look complete.
-                    args = self.arguments.get(index, "")
-                parts.append(ToolCall(block.name, args, block.id))
-        usage = message.usage
-        cache_read = _sdk.usage_int(usage.cache_read_input_tokens)
-        cache_write = _sdk.usage_int(usage.cache_creation_input_tokens)
+        for block in (self.blocks[i] for i in sorted(self.blocks)):
+            text = "".join(block.text)
+            if block.kind == "text":
+                parts.append(TextPart(text))
+            elif block.kind == "thinking":
+                parts.append(ThinkingPart(text, block.signature, PROVIDER))
+            elif block.kind == "redacted_thinking":
+                parts.append(ThinkingPart("", block.signature, PROVIDER, redacted=True))
+            elif block.kind in ("tool_use", "server_tool_use"):
+                parts.append(ToolCall(block.name, self._arguments(block, text), block.call_id))
+        cache_read = _sdk.usage_int(self.usage.get("cache_read_input_tokens"))
+        cache_write = _sdk.usage_int(self.usage.get("cache_creation_input_tokens"))
         return ModelResponse(
             AssistantMessage(
                 tuple(parts),
-                model_name=message.model,
+                model_name=self.model,
                 usage=Usage(
-                    input_tokens=usage.input_tokens + cache_read + cache_write,
-                    output_tokens=usage.output_tokens,
+                    input_tokens=_sdk.usage_int(self.usage.get("input_tokens"))
+                    + cache_read
+                    + cache_write,
+                    output_tokens=_sdk.usage_int(self.usage.get("output_tokens")),
                     cache_read_tokens=cache_read,
                     cache_write_tokens=cache_write,
                     requests=1,
                 ),
             ),
-            finish_reason=_FINISH.get(message.stop_reason, message.stop_reason),
+            finish_reason=_FINISH.get(self.stop_reason, self.stop_reason),
         )
+
+    def _arguments(self, block: _Block, streamed: str) -> dict[str, Any] | str:
+        """The call's arguments: an object, or the raw text when it is not one (cut off
+        by max_tokens, or broken), which the loop turns into an error for the model."""
+        if not streamed.strip():
+            return block.start_input if isinstance(block.start_input, dict) else {}
+        try:
+            value = json.loads(streamed)
+        except ValueError:
+            return streamed
+        return value if isinstance(value, dict) else streamed
+
+
+def _usage_fields(usage: Any) -> dict[str, Any]:
+    """The token counts a usage object carries (the ones it leaves out stay as they were)."""
+    if usage is None:
+        return {}
+    fields = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    )
+    return {f: getattr(usage, f) for f in fields if getattr(usage, f, None) is not None}
 
 
 def _messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any]]:

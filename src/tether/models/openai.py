@@ -50,16 +50,18 @@ PROVIDER = "openai"
 _NO_KEY = "not-needed"  # compatible servers usually ignore the key, but the SDK wants one
 
 
-class OpenAIModel(_sdk.Adapter):
+class OpenAIModel(_sdk.HTTPAdapter):
     """A model behind the OpenAI API or a compatible server.
 
     `client` takes a ready `openai.AsyncOpenAI` (Azure, a proxy); otherwise one is made
     per event loop from `api_key` (default: `OPENAI_API_KEY`, optional with a
-    `base_url`), `base_url` (default: `OPENAI_BASE_URL`) and `http_client`. The SDK
-    retries rate limits, server errors and dropped connections `max_retries` times with
-    backoff, honouring `retry-after`. `provider` names who serves the model, for prices
-    and profiles: "openai" without a `base_url`, unknown with one.
+    `base_url`), `base_url` (default: `OPENAI_BASE_URL`) and `http_client`. tether
+    retries rate limits, server errors and dropped connections `max_retries` times (see
+    `tether.models` for how). `provider` names who serves the model, for prices and
+    profiles: "openai" without a `base_url`, unknown with one.
     """
+
+    key_hint = "OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)"
 
     def __init__(
         self,
@@ -79,7 +81,7 @@ class OpenAIModel(_sdk.Adapter):
         compatible = base_url is not None
         if provider is None and not compatible:
             provider = PROVIDER
-        super().__init__(name, provider, profile)
+        super().__init__(name, provider, profile, max_retries)
         self._sdk = _sdk.require("openai", "openai")
         self._api = api or ("chat" if compatible else "responses")
         self._timeout = timeout_seconds
@@ -92,7 +94,6 @@ class OpenAIModel(_sdk.Adapter):
             client,
             api_key=api_key,
             base_url=base_url,
-            max_retries=max_retries,
             timeout=timeout_seconds,
             http_client=http_client,
         )
@@ -105,23 +106,24 @@ class OpenAIModel(_sdk.Adapter):
     def __repr__(self) -> str:
         return f"OpenAIModel({self._name!r}, api={self.api!r}, provider={self._provider!r})"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    def _where(self) -> str:
+        return _sdk.endpoint(
+            self._clients, "chat/completions" if self.api == "chat" else "responses"
+        )
+
+    async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         client = self._clients.get()
-        try:
-            if self.api == "chat":
-                events = await client.chat.completions.create(**self.chat_params(request))
-                reader: _ChatReader | _ResponsesReader = _ChatReader(self._name)
-            else:
-                events = await client.responses.create(**self.responses_params(request))
-                reader = _ResponsesReader(self._name)
-            async with events:  # closes the response if the caller stops early
-                async for event in events:
-                    for delta in reader.read(event):
-                        yield delta
-        except self._sdk().APIError as exc:
-            raise _sdk.model_error(
-                exc, provider=self._provider or "the server", model=self._name, key_hint=_KEY_HINT
-            ) from exc
+        if self.api == "chat":
+            events = await client.chat.completions.create(**self.chat_params(request))
+            reader: _ChatReader | _ResponsesReader = _ChatReader(self._name)
+        else:
+            events = await client.responses.create(**self.responses_params(request))
+            reader = _ResponsesReader(self._name)
+        async with events:  # closes the response if the caller stops early
+            await _sdk.check_event_stream(events.response, self._provider or "the server")
+            async for event in events:
+                for delta in reader.read(event):
+                    yield delta
         yield reader.response()
 
     # -- Chat Completions --------------------------------------------------------
@@ -211,9 +213,6 @@ class OpenAIModel(_sdk.Adapter):
         if settings.extra:
             params["extra_body"] = dict(settings.extra)
         return params
-
-
-_KEY_HINT = "OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)"
 
 
 # -- reading Chat Completions streams ----------------------------------------------

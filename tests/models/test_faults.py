@@ -1,0 +1,288 @@
+"""Provider faults, injected by a real loopback server speaking each wire format: every
+one ends as a `ModelError` that says what happened and where, is retried when it should
+be (and only then), and leaves the thread saved and loadable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import (
+    Limits,
+    ModelError,
+    ModelHTTPError,
+    TetherError,
+    create_agent,
+    tool,
+)
+from tether.messages import ToolResultMessage, UserMessage
+from tether.models import _sdk
+from tether.models.anthropic import AnthropicModel
+from tether.models.openai import OpenAIModel
+
+from .faults import Reply, error, serving
+from .test_anthropic import claude_stream, text_block, tool_block
+from .test_openai import call_item, chat_stream, message_item, responses_stream
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One provider API: how to make a model for a server, and what its streams look like."""
+
+    name: str
+    model: Callable[..., Any]
+    text: Callable[[str], bytes]
+    call: Callable[[str, str, str], bytes]
+    path: str
+
+
+WIRES = [
+    Wire(
+        "anthropic",
+        lambda url, **kw: AnthropicModel("claude-sonnet-5-5", api_key="k", base_url=url, **kw),
+        lambda text: claude_stream([text_block(text)]),
+        lambda cid, name, args: claude_stream(
+            [tool_block(cid, name, args)], stop_reason="tool_use"
+        ),
+        "/v1/messages",
+    ),
+    Wire(
+        "chat",
+        lambda url, **kw: OpenAIModel("gpt-5.2", api="chat", base_url=url + "/v1", **kw),
+        lambda text: chat_stream(text).content,
+        lambda cid, name, args: chat_stream(None, [(cid, name, args)]).content,
+        "/v1/chat/completions",
+    ),
+    Wire(
+        "responses",
+        lambda url, **kw: OpenAIModel(
+            "gpt-5.2", api="responses", api_key="k", base_url=url + "/v1", **kw
+        ),
+        lambda text: responses_stream([message_item(text)]).content,
+        lambda cid, name, args: responses_stream([call_item(cid, name, args)]).content,
+        "/v1/responses",
+    ),
+]
+
+
+@pytest.fixture(params=WIRES, ids=[w.name for w in WIRES])
+def wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Wire:
+    monkeypatch.setattr(_sdk, "FIRST_BACKOFF_SECONDS", 0.01)  # backoff, not retry-after
+    return request.param  # type: ignore[no-any-return]
+
+
+@tool
+def note(text: str) -> str:
+    """Save a note."""
+    return f"saved {text}"
+
+
+async def _run(
+    wire: Wire, replies: list[Reply], tmp_path: Path, **model_options: Any
+) -> tuple[Any, TetherError | None, list[dict[str, Any]], list[Any]]:
+    """Run an agent against `replies`: its result or error, the requests, the saved thread."""
+    with serving(replies) as server:
+        model = wire.model(server.url, max_retries=2, **model_options)
+        agent = create_agent(model, tools=[note], checkpointer=f"sqlite:///{tmp_path}/runs.db")
+        result: Any = None
+        caught: TetherError | None = None
+        try:
+            result = await agent.arun("Take a note", thread_id="t1")
+        except TetherError as exc:  # anything else escaping fails the test
+            caught = exc
+        assert set(server.paths) <= {wire.path}
+        history = await agent.ahistory("t1")  # the thread loads, whatever happened
+        assert history[0] == UserMessage.of("Take a note")
+        return result, caught, server.requests, history
+
+
+def _where(error: ModelError, wire: Wire) -> None:
+    """The error says where: the URL it went to."""
+    assert error.url is not None
+    assert error.url.endswith(wire.path), error.url
+    assert f"POST {error.url}" in str(error)
+
+
+# -- answers the server refuses -------------------------------------------------------
+
+
+async def test_rate_limit_is_retried_after_the_wait_asked(wire: Wire, tmp_path: Path) -> None:
+    limited = error(429, "slow down", "rate_limit_error", **{"retry-after": "0"})
+    result, caught, requests, _ = await _run(wire, [limited, Reply(body=wire.text("ok"))], tmp_path)
+    assert caught is None
+    assert result.output == "ok"
+    assert len(requests) == 2
+
+
+@pytest.mark.parametrize("status", [500, 503, 529])
+async def test_server_errors_are_retried_then_named(
+    wire: Wire, tmp_path: Path, status: int
+) -> None:
+    replies = [error(status, "the server is unwell", "overloaded_error") for _ in range(3)]
+    _, caught, requests, history = await _run(wire, replies, tmp_path)
+    assert isinstance(caught, ModelHTTPError)
+    assert caught.status_code == status
+    assert f"HTTP {status}" in str(caught)
+    assert "the server is unwell" in str(caught)
+    assert caught.request_id == "req_fault"
+    assert "request id req_fault, after 2 retries" in str(caught)
+    assert caught.retries == 2
+    _where(caught, wire)
+    assert len(requests) == 3  # one try and two retries
+    assert len(history) == 1
+
+
+async def test_a_retry_after_longer_than_the_cap_fails_at_once(wire: Wire, tmp_path: Path) -> None:
+    limited = error(429, "come back in an hour", "rate_limit_error", **{"retry-after": "3600"})
+    _, caught, requests, _ = await _run(wire, [limited], tmp_path)
+    assert isinstance(caught, ModelHTTPError)
+    assert caught.status_code == 429
+    assert "asks to wait 3600 s" in str(caught)
+    assert f"({_sdk.MAX_RETRY_WAIT_SECONDS:g} s)" in str(caught)
+    assert len(requests) == 1
+
+
+async def test_a_retry_wait_never_outlasts_the_run(wire: Wire, tmp_path: Path) -> None:
+    limited = error(429, "wait a bit", "rate_limit_error", **{"retry-after": "30"})
+    with serving([limited, limited]) as server:
+        agent = create_agent(
+            wire.model(server.url), limits=Limits(timeout_seconds=0.5), checkpointer=None
+        )
+        result = await agent.arun("Hi")
+    assert result.stop_reason == "timeout"
+    assert len(server.requests) == 1
+
+
+async def test_client_errors_are_not_retried(wire: Wire, tmp_path: Path) -> None:
+    _, caught, requests, _ = await _run(wire, [error(400, "bad max_tokens")], tmp_path)
+    assert isinstance(caught, ModelHTTPError)
+    assert "rejected the request" in str(caught)
+    assert "bad max_tokens" in str(caught)
+    assert len(requests) == 1
+
+
+# -- connections that break ----------------------------------------------------------
+
+
+async def test_a_reset_before_the_reply_is_retried(wire: Wire, tmp_path: Path) -> None:
+    reset = Reply(head=False, then="reset")
+    result, caught, requests, _ = await _run(
+        wire, [reset, reset, Reply(body=wire.text("ok"))], tmp_path
+    )
+    assert caught is None
+    assert result.output == "ok"
+    assert len(requests) == 3
+
+
+async def test_resets_every_time_name_the_connection(wire: Wire, tmp_path: Path) -> None:
+    reset = Reply(head=False, then="reset")
+    _, caught, requests, _ = await _run(wire, [reset] * 3, tmp_path)
+    assert type(caught) is ModelError
+    assert "the connection to" in str(caught)
+    assert ": " in str(caught).split("failed: ", 1)[1]  # never an empty reason
+    _where(caught, wire)
+    assert len(requests) == 3
+
+
+def _after_first_text(body: bytes) -> int:
+    """Where a stream ends once its first piece of answer text was sent whole."""
+    return body.index(b"\n\n", body.index(b"answer")) + 2
+
+
+async def test_a_reset_in_the_middle_of_the_reply(wire: Wire, tmp_path: Path) -> None:
+    body = wire.text("a long answer that never arrives whole")
+    cut = Reply(body=body, cut=_after_first_text(body), then="reset")
+    _, caught, requests, _ = await _run(wire, [cut], tmp_path)
+    assert type(caught) is ModelError
+    assert "the connection broke in the middle of the reply" in str(caught)
+    assert "Connection reset" in str(caught) or "ReadError" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1  # its first deltas were streamed: not retried
+
+
+async def test_a_server_that_stops_answering_times_out(wire: Wire, tmp_path: Path) -> None:
+    body = wire.text("an answer that stalls")
+    stall = Reply(body=body, cut=_after_first_text(body), then="hang", hang=3)
+    _, caught, requests, _ = await _run(wire, [stall], tmp_path, timeout_seconds=0.5)
+    assert type(caught) is ModelError
+    assert "no answer within the timeout" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1
+
+
+async def test_a_stream_cut_inside_a_tool_call(wire: Wire, tmp_path: Path) -> None:
+    body = wire.call("call_1", "note", '{"text": "half a no')
+    cut = Reply(body=body, cut=body.index(b"half a") + 4)
+    _, caught, requests, _ = await _run(wire, [cut], tmp_path)
+    assert type(caught) is ModelError
+    assert "ended before the reply was complete" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1
+
+
+# -- replies that are not what they should be ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"text": "a" "b": 2}', "[1, 2]", '"just text"', "{not json"]
+)
+async def test_broken_tool_arguments_go_back_to_the_model(
+    wire: Wire, tmp_path: Path, arguments: str
+) -> None:
+    replies = [Reply(body=wire.call("call_1", "note", arguments)), Reply(body=wire.text("ok"))]
+    result, caught, requests, history = await _run(wire, replies, tmp_path)
+    assert caught is None
+    assert result.output == "ok"
+    (answer,) = next(m for m in history if isinstance(m, ToolResultMessage)).results
+    assert answer.is_error
+    assert "JSON" in answer.text
+    assert json.dumps(requests[1])  # the next request was well formed
+
+
+async def test_an_html_page_where_the_stream_should_be(wire: Wire, tmp_path: Path) -> None:
+    page = Reply(
+        body=b"<html><body>Sign in to the hotel wifi</body></html>",
+        headers={"content-type": "text/html"},
+    )
+    _, caught, requests, _ = await _run(wire, [page], tmp_path)
+    assert type(caught) is ModelError
+    assert "with text/html, not an event stream" in str(caught)
+    assert "hotel wifi" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1
+
+
+@pytest.mark.parametrize("content_type", ["text/event-stream", None])
+async def test_an_empty_reply(wire: Wire, tmp_path: Path, content_type: str | None) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    _, caught, requests, _ = await _run(wire, [Reply(headers=headers)], tmp_path)
+    assert type(caught) is ModelError
+    assert "ended before the reply was complete" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1
+
+
+async def test_garbage_in_the_event_stream(wire: Wire, tmp_path: Path) -> None:
+    garbage = Reply(body=b"event: message_start\ndata: {this is not json\n\n")
+    _, caught, requests, _ = await _run(wire, [garbage], tmp_path)
+    assert type(caught) is ModelError
+    assert "could not read" in str(caught)
+    assert "JSONDecodeError" in str(caught)
+    _where(caught, wire)
+    assert len(requests) == 1
+
+
+async def test_huge_usage_numbers(wire: Wire, tmp_path: Path) -> None:
+    huge = 10**30
+    body = wire.text("ok")
+    for field in (b'"input_tokens": 25', b'"prompt_tokens": 40', b'"input_tokens": 36'):
+        body = body.replace(field, field.split(b":")[0] + b": " + str(huge).encode())
+    result, caught, _, _ = await _run(wire, [Reply(body=body)], tmp_path)
+    assert caught is None
+    assert result.output == "ok"
+    assert result.usage.input_tokens >= huge
