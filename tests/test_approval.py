@@ -127,7 +127,7 @@ def test_decisions_that_do_not_fit_are_clear_errors(tmp_path: Path) -> None:
         agent.resume("t", decisions=[Edit(args={}), Approve(), Approve(), Approve()])
     with pytest.raises(ConfigurationError, match="pass decisions"):
         agent.resume("t")
-    with pytest.raises(ConfigurationError, match="a decision is Approve"):
+    with pytest.raises(ConfigurationError, match=r"decisions\[0\] must be Approve\(\)"):
         agent.resume("t", decisions=["yes", "yes", "yes", "yes"])  # type: ignore[list-item]
     with pytest.raises(ConfigurationError, match="unfinished run"):
         agent.run("start over", thread_id="t")

@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
-from tether import prompts
+from tether import _checks, prompts
 from tether.approval import (
+    DECISION_KINDS,
+    DECISION_TYPES,
     ApprovalRequest,
     Decision,
     Gate,
@@ -34,10 +36,18 @@ from tether.capabilities.skills import Skills
 from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
-from tether.errors import ConfigurationError
+from tether.errors import ConfigurationError, describe
 from tether.events import Event
 from tether.limits import Limits, without_spending_limits
-from tether.messages import BinaryPart, Message, TextPart, Usage, UserMessage
+from tether.messages import (
+    AssistantMessage,
+    BinaryPart,
+    Message,
+    TextPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from tether.models.base import Model, ModelSettings, ToolSpec
 from tether.models.prices import Price, PriceBook
 from tether.models.resolve import infer_model
@@ -225,6 +235,8 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
+        if decisions is not None and not isinstance(decisions, Mapping):
+            decisions = _checks.each("decisions", decisions, DECISION_TYPES, DECISION_KINDS)
         async with self._hold(thread_id, "resume", wait) as (journal, thread):
             if not thread.exists:
                 raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
@@ -384,6 +396,10 @@ class Agent(Generic[OutputT]):
 def _checked_thread_id(thread_id: object) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    try:
+        thread_id.encode()
+    except UnicodeEncodeError:
+        raise ConfigurationError(f"thread_id must be valid Unicode, got {thread_id!r}") from None
     return thread_id
 
 
@@ -510,6 +526,19 @@ def create_agent(
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
     `general_purpose_subagent=False` or a subagent of that name replaces it.
     """
+    tools = _checks.each_callable("tools", tools, "a Tool or a typed function", also=(Tool,))
+    capabilities = _checks.each("capabilities", capabilities, Capability, "Capability instances")
+    permissions = _checks.each("permissions", permissions, Rule, "tether.backends.Rule")
+    subagents = _checks.each("subagents", subagents, SubAgent, "tether.SubAgent")
+    _check_settings(
+        system_prompt=system_prompt,
+        prices=prices,
+        interrupt_on=interrupt_on,
+        backend_policy=backend_policy,
+        filesystem=filesystem,
+        todos=todos,
+        general_purpose_subagent=general_purpose_subagent,
+    )
     resolved = _resolve_model(model)
     if profile is not None and not isinstance(profile, HarnessProfile):
         raise ConfigurationError(f"profile must be a HarnessProfile, got {type(profile).__name__}")
@@ -588,7 +617,7 @@ def create_agent(
     if checked_profile is not None:
         _check_profile(checked_profile, tool_list, built)
     all_capabilities = _profiled_capabilities(built, harness)
-    output = OutputSpec(output_type)
+    output = _output_spec(output_type)
     plan = _make_plan(
         tool_list,
         all_capabilities,
@@ -635,7 +664,9 @@ def _file_capabilities(
         raise ConfigurationError(
             f"backend must implement tether.backends.Backend, got {type(backend).__name__}"
         )
-    if evict_limit is not None and (isinstance(evict_limit, bool) or evict_limit < 1):
+    if evict_limit is not None and (
+        isinstance(evict_limit, bool) or not isinstance(evict_limit, int) or evict_limit < 1
+    ):
         raise ConfigurationError(
             f"tool_token_limit_before_evict must be a positive integer or None, got {evict_limit!r}"
         )
@@ -645,6 +676,18 @@ def _file_capabilities(
     if evict_limit is not None:
         found += (LargeResultEviction(evict_limit),)
     return found
+
+
+def _output_spec(output_type: Any) -> OutputSpec:
+    try:
+        return OutputSpec(output_type)
+    except ConfigurationError:
+        raise
+    except Exception as exc:
+        raise ConfigurationError(
+            f"output_type must be a type pydantic can validate (str, a BaseModel, "
+            f"list[int], ...), got {output_type!r}: {describe(exc)}"
+        ) from None
 
 
 def _context_capabilities(
@@ -680,9 +723,27 @@ def _shell_capabilities(
 def _mcp_capabilities(servers: Sequence[MCPServer]) -> tuple[Capability, ...]:
     if not servers:
         return ()
-    from tether.mcp import MCPTools  # needs the mcp extra
+    from tether.mcp import MCPServer, MCPTools  # MCPTools needs the mcp extra
 
-    return (MCPTools(servers),)
+    return (MCPTools(_checks.each("mcp_servers", servers, MCPServer, "tether.mcp.MCPServer")),)
+
+
+def _check_settings(
+    *,
+    system_prompt: object,
+    prices: object,
+    interrupt_on: object,
+    backend_policy: object,
+    **flags: object,
+) -> None:
+    """The arguments of `create_agent` that are a string, a mapping, a callable or a flag."""
+    _checks.optional_text("system_prompt", system_prompt)
+    _checks.mapping("prices", prices, "Price by model name", values=Price)
+    _checks.mapping("interrupt_on", interrupt_on, "settings by tool name")
+    if backend_policy is not None and not callable(backend_policy):
+        raise ConfigurationError(f"backend_policy must be callable, got {backend_policy!r}")
+    for name, value in flags.items():
+        _checks.flag(name, value)
 
 
 def _subagent_capabilities(
@@ -834,8 +895,13 @@ def _resolve_model(model: Model | str) -> Model:
     return model
 
 
+MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
+
+
 def _start_messages(prompt: Prompt | None, history: Sequence[Message] | None) -> list[Message]:
-    messages = list(history or ())
+    messages: list[Message] = list(
+        _checks.each("message_history", history or (), MESSAGE_TYPES, "tether messages")
+    )
     if prompt is None:
         if not messages:
             raise ConfigurationError("a run needs a prompt, a message_history, or both")

@@ -21,6 +21,8 @@ from tether.errors import ConfigurationError
 
 __all__ = [
     "DECISIONS",
+    "DECISION_KINDS",
+    "DECISION_TYPES",
     "ApprovalRequest",
     "Approve",
     "Decision",
@@ -193,12 +195,13 @@ def match_decisions(
     return {k: _checked(d, waiting[k]) for k, d in by_id.items()}
 
 
+DECISION_TYPES = (Approve, Edit, Reject, Respond)
+DECISION_KINDS = "Approve(), Edit(args=...), Reject(message=...) or Respond(message=...)"
+
+
 def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(decision, Approve | Edit | Reject | Respond):
-        raise ConfigurationError(
-            "a decision is Approve(), Edit(args=...), Reject(message=...) or "
-            f"Respond(message=...), got {decision!r}"
-        )
+    if not isinstance(decision, DECISION_TYPES):
+        raise ConfigurationError(f"a decision is {DECISION_KINDS}, got {decision!r}")
     if decision.kind not in request["allowed"]:
         raise ConfigurationError(
             f"{decision.kind!r} is not allowed for {request['tool']} ({request['call_id']}); "

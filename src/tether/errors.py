@@ -174,6 +174,12 @@ class RunError(TetherError):
     """An unexpected exception ended the run; the original exception is `__cause__`."""
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as "Type: message", never with an empty message after the colon."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
+
+
 class TetherWarning(UserWarning):
     """Base of tether's warnings."""
 

@@ -34,6 +34,7 @@ from tether.errors import (
     OutputError,
     RunError,
     TetherError,
+    describe,
 )
 from tether.events import (
     AgentPath,
@@ -204,7 +205,7 @@ class _Run:
         except TetherError as exc:
             error = exc
         except Exception as exc:
-            error = RunError(f"the run failed: {type(exc).__name__}: {exc}")
+            error = RunError(f"the run failed: {describe(exc)}")
             error.__cause__ = exc
         finally:  # also when the run is cancelled
             for capability in self.plan.on_run_end:

@@ -99,6 +99,7 @@ def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> Patter
     options.log_errors = False
     options.literal = literal
     options.case_sensitive = not ignore_case
+    options.never_capture = True  # a yes or no is all grep needs: the fastest engine runs
     anchored = not literal and ("\\A" in pattern or "\\z" in pattern)
     try:
         line = re2.compile(pattern, options)

@@ -12,6 +12,7 @@ __all__ = ["LargeResultEviction"]
 
 CHARS_PER_TOKEN = 4
 PREVIEW_LINES = 10
+PREVIEW_LINE_CHARS = 300
 EVICTION_DIR = "/large_tool_results"
 
 
@@ -35,16 +36,30 @@ class LargeResultEviction(Capability):
         if len(text) <= self.token_limit * CHARS_PER_TOKEN:
             return result
         path = f"{EVICTION_DIR}/{call.id}"
+        limit = self.token_limit * CHARS_PER_TOKEN
         try:
             await context.backend.write(path, text.encode())
-        except BackendError:
-            return result  # refused (a permission, a policy): the model gets it whole
-        preview = "\n".join(text.split("\n")[:PREVIEW_LINES])
-        note = (
-            f"The result was {len(text)} characters (about {len(text) // CHARS_PER_TOKEN} "
-            f"tokens), too long to show, so it was saved to {path}. Its first "
-            f"{PREVIEW_LINES} lines:\n{preview}\n\nRead it in parts with read_file "
-            "(offset, limit) or search it with grep."
-        )
+        except BackendError as exc:  # refused (a permission, a policy): cut it instead
+            note = (
+                f"{text[:limit]}\n\n[cut: {len(text) - limit} more characters not shown; "
+                f"saving the whole result to {path} failed: {exc}]"
+            )
+        else:
+            note = (
+                f"The result was {len(text)} characters (about {len(text) // CHARS_PER_TOKEN} "
+                f"tokens), too long to show, so it was saved to {path}. It begins:\n"
+                f"{preview(text)}\n\nRead it in parts with read_file (offset, limit) or "
+                "search it with grep."
+            )
         kept = tuple(p for p in result.content if not isinstance(p, TextPart))
         return ToolResult(result.call_id, result.name, (TextPart(note), *kept), result.is_error)
+
+
+def preview(text: str) -> str:
+    """The first `PREVIEW_LINES` lines, each cut to `PREVIEW_LINE_CHARS` characters: a
+    preview stays small however long the lines are."""
+    head = text[: PREVIEW_LINES * (PREVIEW_LINE_CHARS + 1)].split("\n")[:PREVIEW_LINES]
+    return "\n".join(
+        line if len(line) <= PREVIEW_LINE_CHARS else f"{line[:PREVIEW_LINE_CHARS]}[... line cut]"
+        for line in head
+    )

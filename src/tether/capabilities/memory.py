@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from tether import prompts
+from tether import _checks, prompts
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.capabilities.base import Capability
@@ -30,7 +30,8 @@ class Memory(Capability):
     prompt_slot = "memory"
 
     def __init__(self, paths: Sequence[str], *, max_chars: int = 20_000) -> None:
-        if isinstance(paths, str) or not paths:
+        paths = _checks.each("memory", paths, str, "file paths, like ['/AGENTS.md']")
+        if not paths:
             raise ConfigurationError("memory takes a list of file paths, like ['/AGENTS.md']")
         if max_chars < 1:
             raise ConfigurationError(f"max_chars must be positive, got {max_chars}")

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether import prompts
+from tether import _checks, prompts
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.capabilities.base import Capability
@@ -122,7 +122,8 @@ class Skills(Capability):
     prompt_slot = "skills"
 
     def __init__(self, sources: Sequence[str]) -> None:
-        if isinstance(sources, str) or not sources:
+        sources = _checks.each("skills", sources, str, "directories, like ['/skills/']")
+        if not sources:
             raise ConfigurationError("skills takes a list of directories, like ['/skills/']")
         try:
             self.sources = tuple(clean(s) for s in sources)

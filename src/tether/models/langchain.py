@@ -21,7 +21,7 @@ from typing import Any
 
 import pydantic
 
-from tether.errors import ConfigurationError, ModelError
+from tether.errors import ConfigurationError, ModelError, describe
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
@@ -103,7 +103,7 @@ class LangChainModel(_sdk.Adapter):
                     yield delta
         except Exception as exc:
             if getattr(exc, "status_code", None) is None:
-                raise ModelError(f"{self._name} failed: {type(exc).__name__}: {exc}") from exc
+                raise ModelError(f"{self._name} failed: {describe(exc)}") from exc
             raise _sdk.model_error(
                 exc, provider=self._provider or "the provider", model=self._name, key_hint="its key"
             ) from exc

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
-from tether.backends.base import Backend, FileInfo, GrepHit
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
@@ -209,8 +209,15 @@ async def edit_file(
             f"old_string occurs {count} times in {path}. Add surrounding lines to make it "
             "unique, or set replace_all to true."
         )
+    growth = count * (len(new_string.encode()) - len(old_string.encode()))
+    limit = getattr(backend, "max_file_bytes", DEFAULT_MAX_FILE_BYTES)
+    if growth > 0 and len(text.encode()) + growth > limit:  # refused before it is built
+        raise BackendError(
+            f"The edit would make {path} {len(text.encode()) + growth} bytes, over the "
+            f"{limit} byte limit."
+        )
     await backend.write(path, text.replace(old_string, new_string).encode())
-    return f"Replaced {count if replace_all else 1} occurrence(s) in {path}."
+    return f"Replaced {count} occurrence(s) in {path}."
 
 
 async def glob(context: ToolContext, pattern: str, path: str = "/") -> str:
@@ -257,19 +264,12 @@ async def grep(
     if context_lines < 0:
         raise BackendError("context_lines must be >= 0.")
     backend = _backend(context)
-    hits = await backend.grep(pattern, directory, literal=literal, ignore_case=ignore_case)
-    if glob:
-        hits = await asyncio.to_thread(_included, hits, directory, glob)
+    found = await backend.grep(pattern, directory, literal=literal, ignore_case=ignore_case)
+    # Hits can number in the hundreds of thousands: sift them off the event loop.
+    hits, lines = await asyncio.to_thread(_sift, found, directory, glob, output_mode)
     if not hits:
         return f"No matches for {shown(pattern)} under {directory}."
-    if output_mode == "files_with_matches":
-        lines = list(dict.fromkeys(h.path for h in hits))
-    elif output_mode == "count":
-        counts: dict[str, int] = {}
-        for hit in hits:
-            counts[hit.path] = counts.get(hit.path, 0) + 1
-        lines = [f"{p}:{n}" for p, n in counts.items()]
-    else:
+    if output_mode == "content":
         lines = await _content(backend, hits, context_lines)
     if len(lines) > MAX_GREP_LINES:
         rest = len(lines) - MAX_GREP_LINES
@@ -277,12 +277,30 @@ async def grep(
     return "\n".join(lines)
 
 
-def _included(hits: Sequence[GrepHit], directory: str, include: str) -> list[GrepHit]:
-    return [h for h in hits if include_match(h.path, directory, include)]
+def _sift(
+    hits: Sequence[GrepHit], directory: str, include: str | None, mode: str
+) -> tuple[Sequence[GrepHit], list[str]]:
+    """The hits that pass the `include` glob, and the lines of the non-content modes."""
+    if include:
+        hits = [h for h in hits if include_match(h.path, directory, include)]
+    if mode == "files_with_matches":
+        return hits, list(dict.fromkeys(h.path for h in hits))
+    if mode == "count":
+        counts: dict[str, int] = {}
+        for hit in hits:
+            counts[hit.path] = counts.get(hit.path, 0) + 1
+        return hits, [f"{p}:{n}" for p, n in counts.items()]
+    return hits, []
 
 
 async def _content(backend: Backend, hits: Sequence[GrepHit], around: int) -> list[str]:
     """`path:line:text` for matches and `path-line-text` for context, groups split by `--`."""
+    paths = list(dict.fromkeys(h.path for h in hits)) if around else []
+    texts = {path: await backend.read(path) for path in paths}
+    return await asyncio.to_thread(_content_lines, hits, texts, around)
+
+
+def _content_lines(hits: Sequence[GrepHit], texts: dict[str, bytes], around: int) -> list[str]:
     if around == 0:
         return [f"{h.path}:{h.line}:{_cut(h.text)}" for h in hits]
     by_file: dict[str, set[int]] = {}
@@ -290,9 +308,10 @@ async def _content(backend: Backend, hits: Sequence[GrepHit], around: int) -> li
         by_file.setdefault(hit.path, set()).add(hit.line)
     out: list[str] = []
     for path, matched in by_file.items():
-        text = split_lines((await backend.read(path)).decode("utf-8", errors="replace"))
+        text = split_lines(texts[path].decode("utf-8", errors="replace"))
+        last = len(text)  # `around` comes from the model: never loop past the file
         shown = sorted(
-            {n for m in matched for n in range(m - around, m + around + 1) if 1 <= n <= len(text)}
+            {n for m in matched for n in range(max(1, m - around), min(last, m + around) + 1)}
         )
         for i, n in enumerate(shown):
             if out and (i == 0 or n != shown[i - 1] + 1):

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 import logging
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -15,7 +16,7 @@ from typing import Any, overload
 import pydantic
 import pydantic_core
 
-from tether.errors import ConfigurationError, ToolError, ToolFatalError
+from tether.errors import ConfigurationError, ToolError, ToolFatalError, describe
 from tether.messages import BinaryPart, ContentPart, TextPart, ToolCall, ToolResult
 from tether.models.base import ToolSpec
 from tether.state import ToolContext
@@ -65,10 +66,11 @@ class Tool:
         args = self._validate(call)
         if isinstance(args, str):
             return ToolResult.of(call, args, is_error=True)
-        timeout = self.timeout_seconds if self.timeout_seconds is not None else timeout_seconds
+        timeout = _smaller(self.timeout_seconds, timeout_seconds)
         try:
             async with asyncio.timeout(timeout) as scope:
                 value = await self._call(args, context)
+            content = content_of(value)
         except ToolFatalError:
             raise
         except ToolError as exc:
@@ -78,9 +80,9 @@ class Tool:
                 text = f"Tool '{self.name}' timed out after {timeout:g} s."
             else:
                 logger.debug("tool %s raised", self.name, exc_info=True)
-                text = f"Tool '{self.name}' failed: {type(exc).__name__}: {exc}"
+                text = f"Tool '{self.name}' failed: {describe(exc)}"
             return ToolResult.of(call, text, is_error=True)
-        return ToolResult(call.id, call.name, content_of(value))
+        return ToolResult(call.id, call.name, content)
 
     def _validate(self, call: ToolCall) -> pydantic.BaseModel | str:
         """The validated arguments, or the error text for the model."""
@@ -138,23 +140,49 @@ def validation_message(tool_name: str, exc: pydantic.ValidationError) -> str:
     return "\n".join(lines)
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    """The tighter of two optional limits."""
+    if a is None or b is None:
+        return b if a is None else a
+    return min(a, b)
+
+
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def content_of(value: Any) -> tuple[ContentPart, ...]:
-    """Turn what a tool returned into content parts: text, binary, or JSON for the rest."""
+    """Turn what a tool returned into content parts: text, binary, or JSON for the rest.
+
+    Whatever the value, the parts are valid to send and to save: bytes that are not
+    UTF-8 and lone surrogates become U+FFFD, bytes inside structures become base64.
+    Raises `ToolError` for a value that cannot be shown at all (its `str()` raised).
+    """
     if isinstance(value, str):
-        return (TextPart(value),)
-    if isinstance(value, TextPart | BinaryPart):
+        return (TextPart(_SURROGATES.sub("\ufffd", value)),)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return (TextPart(bytes(value).decode("utf-8", errors="replace")),)
+    if isinstance(value, TextPart):
+        return content_of(value.text)
+    if isinstance(value, BinaryPart):
         return (value,)
     if isinstance(value, list | tuple) and any(isinstance(v, TextPart | BinaryPart) for v in value):
         parts: list[ContentPart] = []
         for item in value:
             parts.extend(content_of(item))
         return tuple(parts)
-    return (TextPart(pydantic_core.to_json(value, fallback=str).decode()),)
+    try:
+        text = pydantic_core.to_json(value, fallback=str, bytes_mode="base64").decode()
+    except Exception as exc:
+        raise ToolError(
+            f"The tool returned a {type(value).__name__} that cannot be shown as text "
+            f"({describe(exc)})"
+        ) from None
+    return content_of(text)
 
 
 @overload
