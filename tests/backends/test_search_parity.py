@@ -71,6 +71,8 @@ GREPS = [
     {"pattern": r"(ab)\1"},  # refused: no backreferences
     {"pattern": r"bar\Z"},  # refused: \Z is Python's
     {"pattern": "(a+)+$", "output_mode": "count"},  # catastrophic for a backtracker
+    {"pattern": "\ud800"},  # refused: not valid Unicode
+    {"pattern": "caf.", "output_mode": "content"},  # "." is one character, é included
 ]
 
 

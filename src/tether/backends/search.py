@@ -75,11 +75,11 @@ class Pattern:
         self.whole = whole  # None when the pattern is anchored to the start or end of text
 
     def matches(self, text: str) -> bool:
-        return self.line.search(text) is not None
+        return self.line.search(text.encode(errors="replace")) is not None
 
-    def might_match(self, text: str) -> bool:
-        """False only when no line of `text` can match: most files are ruled out at once."""
-        return self.whole is None or self.whole.search(text) is not None
+    def might_match(self, data: bytes) -> bool:
+        """False only when no line of `data` can match: most files are ruled out at once."""
+        return self.whole is None or self.whole.search(data) is not None
 
 
 _UNSUPPORTED = (
@@ -102,10 +102,13 @@ def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> Patter
     options.never_capture = True  # a yes or no is all grep needs: the fastest engine runs
     anchored = not literal and ("\\A" in pattern or "\\z" in pattern)
     try:
-        line = re2.compile(pattern, options)
-        whole = (
-            None if anchored else re2.compile(pattern if literal else f"(?m:{pattern})", options)
-        )
+        # Patterns and text are UTF-8 bytes, which RE2 reads natively: no file is decoded
+        # unless one of its lines matches.
+        line = re2.compile(pattern.encode(), options)
+        text = pattern if literal else f"(?m:{pattern})"
+        whole = None if anchored else re2.compile(text.encode(), options)
+    except UnicodeEncodeError:
+        raise BackendError(f"The pattern {shown(pattern)} is not valid Unicode.") from None
     except re2.error as exc:
         raise BackendError(_explain(pattern, exc)) from None
     return Pattern(line, whole)
@@ -140,15 +143,16 @@ def shown(pattern: str, limit: int = 200) -> str:
 
 def grep_text(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
     """The matching lines of one file; none for a binary file."""
-    if is_binary(data):
+    if is_binary(data) or not pattern.might_match(data):
         return []
-    text = data.decode("utf-8", errors="replace")
-    if not pattern.might_match(text):
-        return []
+    lines = data.split(b"\n")  # as split_lines: "\n" is never inside a UTF-8 sequence
+    if lines[-1] == b"":
+        lines.pop()
+    search = pattern.line.search
     return [
-        GrepHit(path, number, line)
-        for number, line in enumerate(split_lines(text), start=1)
-        if pattern.matches(line)
+        GrepHit(path, number, line.decode("utf-8", errors="replace"))
+        for number, line in enumerate(lines, start=1)
+        if search(line) is not None
     ]
 
 
