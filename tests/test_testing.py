@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether import create_agent
+from tether import TetherError, create_agent
 from tether.messages import ToolCall
 from tether.models import _sdk
 from tether.models.anthropic import AnthropicModel
@@ -23,6 +23,26 @@ def test_the_plugin_blocks_real_providers_in_every_test() -> None:
     with pytest.raises(ProviderBlockedError, match="may not call a real model provider") as caught:
         create_agent(claude).run("hi")
     assert caught.value.result is not None  # the partial run comes with the error
+
+
+@pytest.mark.parametrize(
+    ("base_url", "let_through"),
+    [
+        ("http://127.0.0.1:1", True),
+        ("http://localhost:1", True),
+        ("http://[::1]:1", True),
+        ("http://10.0.0.1:1", False),
+        ("https://proxy.example.com", False),
+        ("http://127.0.0.1.example.com:1", False),
+    ],
+)
+def test_servers_on_this_machine_are_let_through(base_url: str, let_through: bool) -> None:
+    claude = AnthropicModel("claude-sonnet-5-5", api_key="k", base_url=base_url, max_retries=0)
+    with pytest.raises(TetherError) as caught:
+        create_agent(claude).run("hi")
+    assert isinstance(caught.value, ProviderBlockedError) is not let_through
+    if let_through:  # it got as far as connecting, and nothing listens there
+        assert "could not connect" in str(caught.value)
 
 
 @pytest.mark.real_models
