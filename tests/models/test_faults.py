@@ -142,6 +142,7 @@ async def test_a_retry_after_longer_than_the_cap_fails_at_once(wire: Wire, tmp_p
     _, caught, requests, _ = await _run(wire, [limited], tmp_path)
     assert isinstance(caught, ModelHTTPError)
     assert caught.status_code == 429
+    assert "rate limiting the requests (HTTP 429): come back in an hour" in str(caught)
     assert "asks to wait 3600 s" in str(caught)
     assert f"({_sdk.MAX_RETRY_WAIT_SECONDS:g} s)" in str(caught)
     assert len(requests) == 1
@@ -210,7 +211,7 @@ async def test_a_server_that_stops_answering_times_out(wire: Wire, tmp_path: Pat
     stall = Reply(body=body, cut=_after_first_text(body), then="hang", hang=3)
     _, caught, requests, _ = await _run(wire, [stall], tmp_path, timeout_seconds=0.5)
     assert type(caught) is ModelError
-    assert "no answer within the timeout" in str(caught)
+    assert "no data within the model's timeout_seconds" in str(caught)
     _where(caught, wire)
     assert len(requests) == 1
 

@@ -15,6 +15,7 @@ to do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import importlib
@@ -25,7 +26,7 @@ import random
 import time
 import urllib.parse
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -130,7 +131,7 @@ class HTTPAdapter(Adapter):
             raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self._max_retries = max_retries
 
-    def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         raise NotImplementedError
 
     def _where(self) -> str:
@@ -152,9 +153,10 @@ class HTTPAdapter(Adapter):
         while True:
             streamed = False
             try:
-                async for item in self._attempt(request):
-                    streamed = True
-                    yield item
+                async with contextlib.aclosing(self._attempt(request)) as attempt:
+                    async for item in attempt:
+                        streamed = True
+                        yield item
                 return
             except TetherError as exc:
                 if not isinstance(exc, ModelError):
@@ -198,7 +200,7 @@ def _fault(exc: Exception, adapter: HTTPAdapter, streamed: bool) -> _Fault:
         after = _retry_after(headers)
         if retryable and after is not None and after > MAX_RETRY_WAIT_SECONDS:
             error.args = (
-                f"{error} The server asks to wait {after:g} s before trying again, longer "
+                f"{error}; the server asks to wait {after:g} s before trying again, longer "
                 f"than tether waits ({MAX_RETRY_WAIT_SECONDS:g} s).",
             )
         return _Fault(error, retryable, after)
@@ -284,7 +286,7 @@ def _transport_detail(exc: BaseException, streamed: bool) -> str:
         seen = seen.__cause__ or seen.__context__
     names = {c.__name__ for c in type(exc).__mro__}
     if names & {"APITimeoutError", "TimeoutException"} or isinstance(exc, TimeoutError):
-        what = "no answer within the timeout (timeout_seconds)"
+        what = "no data within the model's timeout_seconds"
     elif names & {"RemoteProtocolError"}:
         what = "the server closed the connection in the middle of the reply"
     elif streamed or names & {"ReadError"}:
@@ -387,8 +389,9 @@ def model_error(exc: BaseException, *, provider: str, model: str, key_hint: str)
         text = f"{provider} refused the credentials (HTTP {status}): {detail}. Check {key_hint}."
     elif status == 404:
         text = f"{provider} does not know model {model!r} (HTTP 404): {detail}"
-    elif status == 429 or status >= 500:
-        # Retried by the SDK before it got here, unless it came mid-stream.
+    elif status == 429:
+        text = f"{provider} is rate limiting the requests (HTTP 429): {detail}"
+    elif status >= 500:
         text = f"{provider} is failing or overloaded (HTTP {status}): {detail}"
     else:
         text = f"{provider} rejected the request for {model!r} (HTTP {status}): {detail}"

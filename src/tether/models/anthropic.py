@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +93,7 @@ class AnthropicModel(_sdk.HTTPAdapter):
     def _where(self) -> str:
         return _sdk.endpoint(self._clients, "v1/messages")
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         stream = await self._clients.get().messages.create(**self.params(request), stream=True)
         reader = _StreamReader()
         async with stream:

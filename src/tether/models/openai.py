@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -111,7 +111,7 @@ class OpenAIModel(_sdk.HTTPAdapter):
             self._clients, "chat/completions" if self.api == "chat" else "responses"
         )
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         client = self._clients.get()
         if self.api == "chat":
             events = await client.chat.completions.create(**self.chat_params(request))
