@@ -561,11 +561,6 @@ def create_agent(
             f"model_settings must be a tether.models.ModelSettings, "
             f"got {type(model_settings).__name__}"
         )
-    for capability in capabilities:
-        if not isinstance(capability, Capability):
-            raise ConfigurationError(
-                f"capabilities take Capability instances, got {type(capability).__name__}"
-            )
     files = _file_capabilities(
         filesystem,
         backend,
@@ -756,8 +751,6 @@ def _subagent_capabilities(
     profile shapes it), or ()."""
     chosen: dict[str, SubAgent] = {}
     for spec in specs:
-        if not isinstance(spec, SubAgent):
-            raise ConfigurationError(f"subagents take SubAgent, got {type(spec).__name__}")
         if spec.name in chosen:
             raise ConfigurationError(f"two subagents are named {spec.name!r}")
         chosen[spec.name] = spec
