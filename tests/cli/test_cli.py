@@ -346,3 +346,34 @@ def test_decisions_from_a_file_must_fit_the_waiting_calls(project: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert (project / "N2.md").read_text() == "x"
+
+
+def test_the_project_directory_can_follow_the_command(project: Path) -> None:
+    done = tether(project, "run", "--model", model(project), "--no-sandbox", "Write notes.")
+    assert done.returncode == 3, done.stderr
+    elsewhere = project.parent
+    before = tether(elsewhere, "-C", str(project), "threads", "--json")
+    after = tether(elsewhere, "threads", "--json", "-C", str(project))
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert before.stdout == after.stdout
+    assert len(after.stdout.splitlines()) == 1
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(project: Path) -> None:
+    read, write = os.pipe()
+    os.close(read)  # like `tether config | head -0`: nobody reads what tether prints
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tether.cli", "config"],
+            cwd=project,
+            env=environment(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141
+    assert done.stderr == ""

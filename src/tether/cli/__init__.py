@@ -11,6 +11,7 @@ Rich and the model's SDK load when a command needs them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,7 @@ EXIT_CODES = {
     "timeout": 4,
     "loop": 4,
     "cancelled": 130,
+    "closed": 141,
 }
 """What the command exits with, by how the run ended ("usage": a bad command or setting)."""
 
@@ -43,9 +45,13 @@ a thread another run holds, decisions already given, a database that cannot be u
 _EPILOG = """\
 exit codes: 0 done, 1 the run failed, 2 bad command or configuration, a busy thread
 or an unusable database,
-3 waiting for approval (see `tether resume`), 4 stopped by a limit, 130 Ctrl-C.
+3 waiting for approval (see `tether resume`), 4 stopped by a limit, 130 Ctrl-C,
+141 the output was closed early (as by `| head`).
 Settings come from tether.toml (or [tool.tether] in pyproject.toml), then TETHER_*
 environment variables, then flags: `tether config` shows them and where each came from."""
+
+
+_DIRECTORY = "work on the project in DIR instead of the current directory"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,16 +62,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_CODES["usage"]
     try:
-        if options.command in _DURABLE:
-            from tether.cli._durable import command
-
-            return command(options)
-        from tether.cli._session import dispatch
-
-        return dispatch(options)
+        code = _dispatch(options)
+        sys.stdout.flush()  # inside the try: a reader that left is seen here
+        return code
     except KeyboardInterrupt:  # before a run started: nothing to save
         print(file=sys.stderr)
         return EXIT_CODES["cancelled"]
+    except BrokenPipeError:
+        # The reader went away (`tether threads | head -1`): stop quietly, as git does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CODES["closed"]
+
+
+def _dispatch(options: argparse.Namespace) -> int:
+    if options.command in _DURABLE:
+        from tether.cli._durable import command
+
+        return command(options)
+    from tether.cli._session import dispatch
+
+    return dispatch(options)
 
 
 _DURABLE = ("worker", "enqueue", "status", "decide")
@@ -86,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="directory",
         default=".",
         metavar="DIR",
-        help="work on the project in DIR instead of the current directory",
+        help=_DIRECTORY,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -128,6 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="as a JSON object")
     _setting_options(config)
     _durable_commands(commands)
+    for command in commands.choices.values():  # `tether run -C DIR ...` works too
+        command.add_argument(
+            "-C", dest="directory", default=argparse.SUPPRESS, metavar="DIR", help=_DIRECTORY
+        )
     return parser
 
 
