@@ -377,3 +377,11 @@ def test_a_reader_that_leaves_early_gets_no_traceback(project: Path) -> None:
         os.close(write)
     assert done.returncode == 141
     assert done.stderr == ""
+
+
+def test_looking_at_threads_creates_nothing(project: Path) -> None:
+    assert tether(project, "threads").stdout.startswith("no threads yet")
+    assert tether(project, "threads", "--json").stdout == ""
+    assert tether(project, "show", "t1").returncode == 2
+    assert tether(project, "delete", "t1").returncode == 2
+    assert sorted(p.name for p in project.iterdir()) == ["README.md"]  # no .tether

@@ -38,3 +38,32 @@ def test_a_flag_beats_the_environment_which_beats_the_file(tmp_path: Path) -> No
     assert loaded.settings.timeout == 80.0
     assert loaded.sources["max_steps"] == "env TETHER_MAX_STEPS"
     assert loaded.sources["timeout"] == "flag --timeout"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('model = "bogus"', "model (tether.toml): cannot tell the provider of model 'bogus'"),
+        ('model = "mistral:large"', "unknown model provider 'mistral'"),
+        ('checkpointer = "mysql://x"', "'mysql://x' is no database tether keeps threads in"),
+        ('sandbox = "yes"', """sandbox (tether.toml) must be true, false or "auto", got 'yes'"""),
+        ("network = 1", "network (tether.toml) must be true or false, got 1"),
+    ],
+)
+def test_config_refuses_what_a_run_could_not_use(tmp_path: Path, text: str, said: str) -> None:
+    (tmp_path / "tether.toml").write_text(text + "\n")
+    with pytest.raises(ConfigurationError) as caught:
+        load(tmp_path, {}, {})
+    assert said in str(caught.value)
+    assert "Value error" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("word", "value"), [("1", True), ("YES", True), ("off", False), ("auto", "auto")]
+)
+def test_the_sandbox_variable_takes_the_usual_words(
+    tmp_path: Path, word: str, value: object
+) -> None:
+    assert load(tmp_path, {"TETHER_SANDBOX": word}, {}).settings.sandbox == value
+    with pytest.raises(ConfigurationError, match="env TETHER_SANDBOX"):
+        load(tmp_path, {"TETHER_SANDBOX": "maybe"}, {})

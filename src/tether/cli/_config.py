@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from tether.backends.hostfs import Root
 from tether.backends.permissions import Rule
 from tether.errors import ConfigurationError
-from tether.models.resolve import default_model
+from tether.models.resolve import default_model, parse_model
 
 __all__ = ["ENVIRONMENT", "Loaded", "RuleSettings", "Settings", "load"]
 
@@ -30,6 +30,11 @@ ENVIRONMENT = {
     "TETHER_CHECKPOINTER": "checkpointer",
 }
 """The environment variables read, and the setting each one sets."""
+
+_ENV_FLAGS = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
 
 
 class RuleSettings(BaseModel):
@@ -56,10 +61,10 @@ class Settings(BaseModel):
     """In US dollars, subagents included."""
     timeout: float | None = Field(None, gt=0)
     """In seconds."""
-    sandbox: bool | Literal["auto"] = "auto"
+    sandbox: StrictBool | Literal["auto"] = "auto"
     """Run `execute` in the local bubblewrap sandbox: True, False, or "auto" (when
     bubblewrap works and tether does not run as root)."""
-    network: bool = False
+    network: StrictBool = False
     """Let sandboxed commands use the network."""
     skills: list[str] = []
     memory: list[str] | None = None
@@ -71,6 +76,26 @@ class Settings(BaseModel):
     permissions: list[RuleSettings] = []
     checkpointer: str = "sqlite:///.tether/runs.db"
     """Where threads are kept; a relative SQLite path is inside the project."""
+
+    @field_validator("model")
+    @classmethod
+    def _spelled(cls, model: str | None) -> str | None:
+        if model is not None:
+            try:
+                parse_model(model)
+            except ConfigurationError as exc:
+                raise ValueError(str(exc)) from None
+        return model
+
+    @field_validator("checkpointer")
+    @classmethod
+    def _known_database(cls, url: str) -> str:
+        if not url.startswith(("sqlite://", "postgresql://", "postgres://")):
+            raise ValueError(
+                f"{url!r} is no database tether keeps threads in: use sqlite:///PATH.db "
+                "or postgresql://USER@HOST/DB"
+            )
+        return url
 
     @field_validator("safe_paths", "skills", "memory")
     @classmethod
@@ -101,7 +126,11 @@ def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) 
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if file is not None:
         layers.append((_describe(file), table))
-    layers.append(("env", {ENVIRONMENT[k]: v for k, v in environ.items() if k in ENVIRONMENT}))
+    from_env: dict[str, Any] = {ENVIRONMENT[k]: v for k, v in environ.items() if k in ENVIRONMENT}
+    if "sandbox" in from_env:  # a variable is text: "1", "yes", "off", "auto" ...
+        word = from_env["sandbox"].strip().lower()
+        from_env["sandbox"] = _ENV_FLAGS.get(word, word)
+    layers.append(("env", from_env))
     layers.append(("flag", flags))
     for layer, given in layers:
         for key, value in given.items():
@@ -170,15 +199,22 @@ def _why(model: str) -> str:
     return "no API key is set, so the offline model"
 
 
+_EXPECTED = {"sandbox": 'true, false or "auto"', "network": "true or false"}
+"""Settings whose pydantic message would name its types, said in the file's words."""
+
+
 def _explain(error: ValidationError, sources: Mapping[str, str]) -> str:
-    lines = []
+    lines: dict[str, str] = {}
     for problem in error.errors():
         where = ".".join(str(part) for part in problem["loc"])
         top = str(problem["loc"][0]) if problem["loc"] else ""
         origin = sources.get(top, "")
         if problem["type"] == "extra_forbidden":
             known = ", ".join(Settings.model_fields)
-            lines.append(f"unknown setting {where!r} ({origin}); known settings: {known}")
+            lines[where] = f"unknown setting {where!r} ({origin}); known settings: {known}"
+        elif top in _EXPECTED:  # one line, though each type of the union refused it
+            lines[top] = f"{top} ({origin}) must be {_EXPECTED[top]}, got {problem['input']!r}"
         else:
-            lines.append(f"{where} ({origin}): {problem['msg']}")
-    return "bad configuration: " + "; ".join(lines)
+            said = problem["msg"].removeprefix("Value error, ")
+            lines[where] = f"{where} ({origin}): {said}"
+    return "bad configuration: " + "; ".join(lines.values())

@@ -69,7 +69,9 @@ def dispatch(options: argparse.Namespace) -> int:
         if options.command in ("threads", "show", "delete"):
             from tether.cli._threads import command
 
-            return command(options, _checkpointer_url(loaded, directory))
+            # Looking creates nothing: with no database yet, there are no threads.
+            url = _checkpointer_url(loaded, directory, create=False)
+            return command(options, url or "sqlite://:memory:")
         output = _output(options)
         return _run(options, loaded, directory, output)
     except REFUSALS as exc:
@@ -142,8 +144,9 @@ def _config(loaded: Loaded, as_json: bool) -> int:
 # -- building the agent ----------------------------------------------------------
 
 
-def _checkpointer_url(loaded: Loaded, directory: Path) -> str:
-    """The checkpointer URL, a relative SQLite path made relative to the project.
+def _checkpointer_url(loaded: Loaded, directory: Path, *, create: bool = True) -> str | None:
+    """The checkpointer URL, a relative SQLite path made relative to the project; None
+    when `create` is false and that SQLite database does not exist yet.
 
     A project could ship `.tether` as a symlink to put the run records (and what a
     resumed run trusts) elsewhere: the directory and the file must be plain ones.
@@ -151,20 +154,27 @@ def _checkpointer_url(loaded: Loaded, directory: Path) -> str:
     url = loaded.settings.checkpointer
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         relative = url.removeprefix("sqlite:///")
-        _plain_database(directory, relative)
+        if not _plain_database(directory, relative, create=create):
+            return None
         return f"sqlite:///{(directory / relative).as_posix()}"
     return url
 
 
-def _plain_database(directory: Path, relative: str) -> None:
+def _plain_database(directory: Path, relative: str, *, create: bool) -> bool:
+    """Whether the database can be opened (it exists, or `create`), its way checked."""
     from tether.backends.hostfs import Root
 
     try:
         path = clean(relative)
         host = Root(directory)
-        os.close(host.make_dirs(path.rsplit("/", 1)[0] or "/"))
+        parent = path.rsplit("/", 1)[0] or "/"
+        os.close(host.make_dirs(parent) if create else host.open_dir(parent))
         # SQLite opens its journal files beside the database by name too.
         found = {suffix: host.lstat(path + suffix) for suffix in ("", "-wal", "-shm", "-journal")}
+    except FileNotFoundError:
+        if create:
+            raise
+        return False
     except (BackendError, OSError) as exc:
         raise ConfigurationError(
             f"the run records {relative} cannot be kept in the project ({exc}); a directory "
@@ -176,6 +186,7 @@ def _plain_database(directory: Path, relative: str) -> None:
                 f"the run records' {relative + suffix} in the project is not a regular file "
                 "(a symbolic link?); remove it or set checkpointer elsewhere"
             )
+    return create or found[""] is not None
 
 
 def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backend) -> Agent[str]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from tether.errors import ConfigurationError
 from tether.models.base import Model
 
-__all__ = ["OFFLINE_NOTICE", "PROVIDERS", "default_model", "infer_model"]
+__all__ = ["OFFLINE_NOTICE", "PROVIDERS", "default_model", "infer_model", "parse_model"]
 
 OFFLINE_NOTICE = (
     "using the offline demo model; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a capable one"
@@ -65,6 +65,13 @@ def infer_model(spec: str) -> Model:
     Keys come from the provider's environment variable (`ANTHROPIC_API_KEY`,
     `OPENAI_API_KEY`); a missing key or SDK is a `ConfigurationError` saying what to do.
     """
+    provider, name = parse_model(spec)
+    return PROVIDERS[provider](name)
+
+
+def parse_model(spec: str) -> tuple[str, str]:
+    """The provider and name of a "provider:model" string, or a `ConfigurationError`
+    saying how to write it. Nothing is loaded or checked beyond the spelling."""
     provider, sep, name = spec.partition(":")
     known = ", ".join(f"'{p}:'" for p in PROVIDERS)
     if not sep or not name.strip():
@@ -72,14 +79,14 @@ def infer_model(spec: str) -> Model:
             f"cannot tell the provider of model {spec!r}: write it as 'provider:model', "
             f"e.g. 'anthropic:claude-sonnet-5-5' (known prefixes: {known})"
         )
-    make = PROVIDERS.get(provider.strip().lower())
-    if make is None:
+    provider = provider.strip().lower()
+    if provider not in PROVIDERS:
         raise ConfigurationError(
             f"unknown model provider {provider!r} in {spec!r}; known prefixes: {known}. "
-            "For another OpenAI-compatible server use "
-            "OpenAIModel(name, base_url=...) from tether.models.openai"
+            "For another OpenAI-compatible server use 'openai-chat:NAME' with "
+            "OPENAI_BASE_URL set to its URL (in Python: OpenAIModel(NAME, base_url=...))"
         )
-    return make(name.strip())
+    return provider, name.strip()
 
 
 def default_model(environ: Mapping[str, str] | None = None) -> str:
