@@ -385,3 +385,31 @@ def test_looking_at_threads_creates_nothing(project: Path) -> None:
     assert tether(project, "show", "t1").returncode == 2
     assert tether(project, "delete", "t1").returncode == 2
     assert sorted(p.name for p in project.iterdir()) == ["README.md"]  # no .tether
+
+
+def test_the_project_is_the_git_root_and_tether_keeps_to_itself(project: Path) -> None:
+    (project / ".git").mkdir()
+    below = project / "src" / "deep"
+    below.mkdir(parents=True)
+    script = scripted(project, "hello.json", ["hello"])
+    done = tether(below, "run", "--model", script, "--no-sandbox", "Say hello.")
+    assert done.returncode == 0, done.stderr
+    assert not (below / ".tether").exists()
+    assert (project / ".tether" / "runs.db").is_file()
+    assert (project / ".tether" / ".gitignore").read_text().splitlines()[-1] == "*"
+    listed = tether(project, "threads", "--json")
+    assert len(listed.stdout.splitlines()) == 1
+
+
+def test_the_root_search_stops_below_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.cli._session import project_root
+
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)  # dotfiles kept in git
+    work = home / "notes" / "today"
+    work.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert project_root(work) == work
+    assert project_root(home) == home
+    (home / "notes" / "tether.toml").write_text("")
+    assert project_root(work) == home / "notes"

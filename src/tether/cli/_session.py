@@ -30,10 +30,11 @@ if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
     from tether.approval import ApprovalRequest, Decision
     from tether.backends.base import Backend
+    from tether.backends.hostfs import Root
     from tether.checkpoint.journal import Thread
     from tether.events import Event
 
-__all__ = ["dispatch"]
+__all__ = ["dispatch", "project_root"]
 
 _SETTING_FLAGS = (
     "model",
@@ -60,7 +61,7 @@ def dispatch(options: argparse.Namespace) -> int:
         directory = Path(options.directory).expanduser()
         if not directory.is_dir():
             raise ConfigurationError(f"{options.directory!r} is not a directory")
-        directory = directory.resolve()
+        directory = project_root(directory.resolve())
         flags = {k: getattr(options, k, None) for k in _SETTING_FLAGS}
         loaded = load(directory, os.environ, {k: v for k, v in flags.items() if v is not None})
         if options.command == "config":
@@ -80,6 +81,19 @@ def dispatch(options: argparse.Namespace) -> int:
         else:
             output.error(str(exc))
         return EXIT_CODES["usage"]
+
+
+def project_root(start: Path) -> Path:
+    """The project `start` is in: the nearest directory at or above it with a
+    `tether.toml` or a `.git`, else `start` itself. The search stops below the home
+    directory and `/`, so a home kept in git never becomes every project's root."""
+    stops = {Path.home().resolve(), Path(start.anchor)}
+    for directory in (start, *start.parents):
+        if directory in stops and directory != start:
+            break
+        if any(os.path.lexists(directory / name) for name in ("tether.toml", ".git")):
+            return directory
+    return start
 
 
 def _trust(loaded: Loaded, directory: Path, options: argparse.Namespace) -> Loaded:
@@ -160,6 +174,16 @@ def _checkpointer_url(loaded: Loaded, directory: Path, *, create: bool = True) -
     return url
 
 
+def _ignored_by_git(host: Root) -> None:
+    """`.tether/.gitignore` ignoring everything in it, unless the directory has one."""
+    try:
+        fd = host.open("/.tether/.gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as file:
+        file.write("# tether's run records, made by tether: never committed\n*\n")
+
+
 def _plain_database(directory: Path, relative: str, *, create: bool) -> bool:
     """Whether the database can be opened (it exists, or `create`), its way checked."""
     from tether.backends.hostfs import Root
@@ -169,6 +193,8 @@ def _plain_database(directory: Path, relative: str, *, create: bool) -> bool:
         host = Root(directory)
         parent = path.rsplit("/", 1)[0] or "/"
         os.close(host.make_dirs(parent) if create else host.open_dir(parent))
+        if create and parent == "/.tether":
+            _ignored_by_git(host)
         # SQLite opens its journal files beside the database by name too.
         found = {suffix: host.lstat(path + suffix) for suffix in ("", "-wal", "-shm", "-journal")}
     except FileNotFoundError:
