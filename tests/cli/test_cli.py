@@ -413,3 +413,12 @@ def test_the_root_search_stops_below_home(tmp_path: Path, monkeypatch: pytest.Mo
     assert project_root(home) == home
     (home / "notes" / "tether.toml").write_text("")
     assert project_root(work) == home / "notes"
+
+
+def test_a_warning_is_one_line(project: Path) -> None:
+    script = scripted(project, "hello.json", ["hello"])
+    done = tether(project, "run", "--model", script, "--no-sandbox", "--skills", "/nope", "Hi")
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "/nope" in line]
+    assert warned == ["warning: no skills read from /nope: No such directory: /nope"]
+    assert "SkillWarning" not in done.stderr

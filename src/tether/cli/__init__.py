@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command is None:
         parser.print_help()
         return EXIT_CODES["usage"]
+    warnings.showwarning = _one_line
     try:
         code = _dispatch(options)
         sys.stdout.flush()  # inside the try: a reader that left is seen here
@@ -72,6 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`tether threads | head -1`): stop quietly, as git does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CODES["closed"]
+
+
+def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:
+    """A warning as a person reads it: one line, without Python's file and line."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _dispatch(options: argparse.Namespace) -> int:
