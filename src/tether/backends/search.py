@@ -8,7 +8,7 @@ dialect leaves out (lookaround, backreferences) is what makes that guarantee pos
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, AnyStr
 
 import re2  # type: ignore[import-untyped]
 from wcmatch import glob as wc
@@ -145,13 +145,10 @@ def grep_text(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
     """The matching lines of one file; none for a binary file."""
     if is_binary(data) or not pattern.might_match(data):
         return []
-    lines = data.split(b"\n")  # as split_lines: "\n" is never inside a UTF-8 sequence
-    if lines[-1] == b"":
-        lines.pop()
     search = pattern.line.search
-    return [
+    return [  # split as bytes: "\n" is never inside a UTF-8 sequence
         GrepHit(path, number, line.decode("utf-8", errors="replace"))
-        for number, line in enumerate(lines, start=1)
+        for number, line in enumerate(split_lines(data), start=1)
         if search(line) is not None
     ]
 
@@ -164,10 +161,11 @@ def grep_files(files: Iterable[tuple[str, bytes]], pattern: Pattern) -> list[Gre
     return hits
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines split at "\\n" only (as ripgrep does); a final newline starts no new line."""
-    lines = text.split("\n")
-    if lines[-1] == "":
+def split_lines(text: AnyStr) -> list[AnyStr]:
+    """Lines split at "\\n" only (as ripgrep does); a final newline starts no new line.
+    Text or UTF-8 bytes alike."""
+    lines = text.split(b"\n" if isinstance(text, bytes) else "\n")
+    if not lines[-1]:
         lines.pop()
     return lines
 

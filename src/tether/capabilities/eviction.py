@@ -33,10 +33,10 @@ class LargeResultEviction(Capability):
             return await proceed(call, context)
         result = await proceed(call, context)
         text = result.text
-        if len(text) <= self.token_limit * CHARS_PER_TOKEN:
+        limit = self.token_limit * CHARS_PER_TOKEN
+        if len(text) <= limit:
             return result
         path = f"{EVICTION_DIR}/{call.id}"
-        limit = self.token_limit * CHARS_PER_TOKEN
         try:
             await context.backend.write(path, text.encode())
         except BackendError as exc:  # refused (a permission, a policy): cut it instead

@@ -163,10 +163,11 @@ class HTTPAdapter(Adapter):
                     raise  # not a fault of the model's (a test blocking providers, say)
                 raise _with(exc, self._context(exc, retries)) from exc.__cause__
             except Exception as exc:
-                fault = _fault(exc, self, streamed)
+                context = self._context(exc, retries)
+                fault = _fault(exc, self, context["url"], streamed)
                 wait = fault.wait(retries) if not streamed and retries < self._max_retries else None
                 if wait is None:
-                    raise _with(fault.error, self._context(exc, retries)) from exc
+                    raise _with(fault.error, context) from exc
             retries += 1
             await asyncio.sleep(wait)
 
@@ -187,11 +188,11 @@ class _Fault:
         return backoff * random.uniform(0.75, 1.0)
 
 
-def _fault(exc: Exception, adapter: HTTPAdapter, streamed: bool) -> _Fault:
-    """What went wrong with one try, as the error to raise and whether to try again."""
+def _fault(exc: Exception, adapter: HTTPAdapter, where: str, streamed: bool) -> _Fault:
+    """What went wrong with one try (at URL `where`), as the error to raise and whether
+    to try again."""
     provider = adapter.provider or "the server"
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    where = _url(exc) or adapter._where()
     status = getattr(exc, "status_code", None)
     kind = getattr(exc, "type", None) or _error_type(getattr(exc, "body", None))
     if isinstance(status, int) and status >= 400:
