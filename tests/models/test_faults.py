@@ -108,6 +108,18 @@ def _where(error: ModelError, wire: Wire) -> None:
     assert f"POST {error.url}" in str(error)
 
 
+async def _fails(
+    wire: Wire, replies: list[Reply], tmp_path: Path, *, tries: int = 1, **model_options: Any
+) -> str:
+    """The message of the plain `ModelError` the run ends with, after `tries` requests;
+    it says where it happened."""
+    _, caught, requests, _ = await _run(wire, replies, tmp_path, **model_options)
+    assert type(caught) is ModelError
+    _where(caught, wire)
+    assert len(requests) == tries
+    return str(caught)
+
+
 # -- answers the server refuses -------------------------------------------------------
 
 
@@ -182,12 +194,9 @@ async def test_a_reset_before_the_reply_is_retried(wire: Wire, tmp_path: Path) -
 
 async def test_resets_every_time_name_the_connection(wire: Wire, tmp_path: Path) -> None:
     reset = Reply(head=False, then="reset")
-    _, caught, requests, _ = await _run(wire, [reset] * 3, tmp_path)
-    assert type(caught) is ModelError
-    assert "the connection to" in str(caught)
-    assert ": " in str(caught).split("failed: ", 1)[1]  # never an empty reason
-    _where(caught, wire)
-    assert len(requests) == 3
+    said = await _fails(wire, [reset] * 3, tmp_path, tries=3)
+    assert "the connection to" in said
+    assert ": " in said.split("failed: ", 1)[1]  # never an empty reason
 
 
 def _after_first_text(body: bytes) -> int:
@@ -198,32 +207,23 @@ def _after_first_text(body: bytes) -> int:
 async def test_a_reset_in_the_middle_of_the_reply(wire: Wire, tmp_path: Path) -> None:
     body = wire.text("a long answer that never arrives whole")
     cut = Reply(body=body, cut=_after_first_text(body), then="reset")
-    _, caught, requests, _ = await _run(wire, [cut], tmp_path)
-    assert type(caught) is ModelError
-    assert "the connection broke in the middle of the reply" in str(caught)
-    assert "Connection reset" in str(caught) or "ReadError" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1  # its first deltas were streamed: not retried
+    said = await _fails(wire, [cut], tmp_path)  # its first deltas were streamed: not retried
+    assert "the connection broke in the middle of the reply" in said
+    assert "Connection reset" in said or "ReadError" in said
 
 
 async def test_a_server_that_stops_answering_times_out(wire: Wire, tmp_path: Path) -> None:
     body = wire.text("an answer that stalls")
     stall = Reply(body=body, cut=_after_first_text(body), then="hang", hang=3)
-    _, caught, requests, _ = await _run(wire, [stall], tmp_path, timeout_seconds=0.5)
-    assert type(caught) is ModelError
-    assert "no data within the model's timeout_seconds" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1
+    said = await _fails(wire, [stall], tmp_path, timeout_seconds=0.5)
+    assert "no data within the model's timeout_seconds" in said
 
 
 async def test_a_stream_cut_inside_a_tool_call(wire: Wire, tmp_path: Path) -> None:
     body = wire.call("call_1", "note", '{"text": "half a no')
     cut = Reply(body=body, cut=body.index(b"half a") + 4)
-    _, caught, requests, _ = await _run(wire, [cut], tmp_path)
-    assert type(caught) is ModelError
-    assert "ended before the reply was complete" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1
+    said = await _fails(wire, [cut], tmp_path)
+    assert "ended before the reply was complete" in said
 
 
 # -- replies that are not what they should be ---------------------------------------
@@ -250,32 +250,23 @@ async def test_an_html_page_where_the_stream_should_be(wire: Wire, tmp_path: Pat
         body=b"<html><body>Sign in to the hotel wifi</body></html>",
         headers={"content-type": "text/html"},
     )
-    _, caught, requests, _ = await _run(wire, [page], tmp_path)
-    assert type(caught) is ModelError
-    assert "with text/html, not an event stream" in str(caught)
-    assert "hotel wifi" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1
+    said = await _fails(wire, [page], tmp_path)
+    assert "with text/html, not an event stream" in said
+    assert "hotel wifi" in said
 
 
 @pytest.mark.parametrize("content_type", ["text/event-stream", None])
 async def test_an_empty_reply(wire: Wire, tmp_path: Path, content_type: str | None) -> None:
     headers = {"content-type": content_type} if content_type else {}
-    _, caught, requests, _ = await _run(wire, [Reply(headers=headers)], tmp_path)
-    assert type(caught) is ModelError
-    assert "ended before the reply was complete" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1
+    said = await _fails(wire, [Reply(headers=headers)], tmp_path)
+    assert "ended before the reply was complete" in said
 
 
 async def test_garbage_in_the_event_stream(wire: Wire, tmp_path: Path) -> None:
     garbage = Reply(body=b"event: message_start\ndata: {this is not json\n\n")
-    _, caught, requests, _ = await _run(wire, [garbage], tmp_path)
-    assert type(caught) is ModelError
-    assert "could not read" in str(caught)
-    assert "JSONDecodeError" in str(caught)
-    _where(caught, wire)
-    assert len(requests) == 1
+    said = await _fails(wire, [garbage], tmp_path)
+    assert "could not read" in said
+    assert "JSONDecodeError" in said
 
 
 async def test_huge_usage_numbers(wire: Wire, tmp_path: Path) -> None:
