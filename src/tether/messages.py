@@ -38,6 +38,7 @@ __all__ = [
     "UserMessage",
     "from_json",
     "to_json",
+    "valid_unicode",
 ]
 
 
@@ -222,6 +223,12 @@ Message: TypeAlias = Annotated[
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_unicode(text: str) -> str:
+    """`text` with each lone surrogate (not valid Unicode, so not writable as UTF-8)
+    replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 @functools.cache
 def _adapter() -> TypeAdapter[list[Message]]:
     return TypeAdapter(list[Message])
@@ -237,7 +244,7 @@ def to_json(messages: Sequence[Message]) -> str:
         return _adapter().dump_json(list(messages)).decode()
     except PydanticSerializationError:
         data = _adapter().dump_python(list(messages), mode="json")
-        return _SURROGATE.sub("\ufffd", json.dumps(data, ensure_ascii=False))
+        return valid_unicode(json.dumps(data, ensure_ascii=False))
 
 
 def from_json(data: str | bytes) -> list[Message]:

@@ -6,7 +6,6 @@ import asyncio
 import inspect
 import json
 import logging
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -17,7 +16,14 @@ import pydantic
 import pydantic_core
 
 from tether.errors import ConfigurationError, ToolError, ToolFatalError, describe
-from tether.messages import BinaryPart, ContentPart, TextPart, ToolCall, ToolResult
+from tether.messages import (
+    BinaryPart,
+    ContentPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    valid_unicode,
+)
 from tether.models.base import ToolSpec
 from tether.state import ToolContext
 
@@ -140,9 +146,6 @@ def validation_message(tool_name: str, exc: pydantic.ValidationError) -> str:
     return "\n".join(lines)
 
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
 def _smaller(a: float | None, b: float | None) -> float | None:
     """The tighter of two optional limits."""
     if a is None or b is None:
@@ -163,7 +166,7 @@ def content_of(value: Any) -> tuple[ContentPart, ...]:
     Raises `ToolError` for a value that cannot be shown at all (its `str()` raised).
     """
     if isinstance(value, str):
-        return (TextPart(_SURROGATES.sub("\ufffd", value)),)
+        return (TextPart(valid_unicode(value)),)
     if isinstance(value, bytes | bytearray | memoryview):
         return (TextPart(bytes(value).decode("utf-8", errors="replace")),)
     if isinstance(value, TextPart):
