@@ -10,7 +10,7 @@ import pytest
 
 from tether import ConfigurationError, Limits, StorageError, create_agent, tool
 from tether.checkpoint import open_checkpointer
-from tether.checkpoint.journal import replay
+from tether.checkpoint.journal import Thread, read_thread, replay
 from tether.checkpoint.sqlite import SCHEMA_VERSION, SqliteCheckpointer
 from tether.messages import ToolCall, ToolResultMessage, UserMessage
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
@@ -327,3 +327,50 @@ def test_connections_opening_a_new_sqlite_file_at_once_all_succeed(tmp_path: Pat
         for opener in openers:
             opener.join()
     assert errors == []
+
+
+def test_an_abandoned_run_keeps_its_results_and_lets_the_next_run_start(tmp_path: Path) -> None:
+    log: list[str] = []
+    url = db(tmp_path)
+    with pytest.raises(Crash):
+        create_agent(FunctionModel(steps), tools=[counting_tool(log, 3)], checkpointer=url).run(
+            "count", thread_id="job", metadata={"model": "test", "limits": [1, 2]}
+        )
+
+    agent = create_agent(ScriptedModel(["Fresh start."]), checkpointer=url)
+    with pytest.raises(ConfigurationError, match="abandon"):
+        agent.run("something else", thread_id="job")
+    assert agent.abandon("job") is True
+    assert agent.abandon("job") is False  # nothing left to end
+    result = agent.run("something else", thread_id="job")
+    assert result.output == "Fresh start."
+    assert log == ["bump 0", "bump 1", "bump 2"]  # nothing ran again
+    answered = [
+        r.text for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results
+    ]
+    assert answered[:2] == ["bumped 0", "bumped 1"]
+    assert answered[2].startswith("Abandoned: the run was stopped while this call was running")
+
+    thread = asyncio.run(read(url, "job"))
+    assert thread.metadata == {"model": "test", "limits": [1, 2]}  # the later run gave none
+    assert thread.stop_reason == "completed"
+    assert thread.total_usage.requests == 4  # three model calls before the crash, one after
+    assert thread.usage.requests == 1
+
+
+def test_metadata_must_be_json_and_needs_a_thread(tmp_path: Path) -> None:
+    agent = create_agent(ScriptedModel(["a"]), checkpointer=db(tmp_path))
+    with pytest.raises(ConfigurationError, match="thread_id"):
+        agent.run("hi", metadata={"a": 1})
+    with pytest.raises(ConfigurationError, match="JSON"):
+        agent.run("hi", thread_id="t", metadata={"a": object()})
+    with pytest.raises(ConfigurationError, match="mapping"):
+        agent.run("hi", thread_id="t", metadata=["a"])  # type: ignore[arg-type]
+
+
+async def read(url: str, thread_id: str) -> Thread:
+    checkpointer = open_checkpointer(url)
+    try:
+        return await read_thread(checkpointer, thread_id)
+    finally:
+        await checkpointer.close()

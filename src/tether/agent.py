@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -166,6 +167,7 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         thread_id: str | None = None,
         wait: float = 0.0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
         """Run until the agent answers or a limit stops it.
 
@@ -173,9 +175,12 @@ class Agent(Generic[OutputT]):
         files and todos) and every step is recorded by the checkpointer, so a run that
         is killed can be resumed with `resume`. A thread has one run at a time: while
         another holds it, this raises `ThreadBusyError`, or first waits up to `wait`
-        seconds for it to end.
+        seconds for it to end. `metadata` (JSON values) is recorded with the run in its
+        thread, as the settings a later run on the thread can read back.
         """
-        return await self._execute(prompt, message_history, deps, thread_id, wait=wait)
+        return await self._execute(
+            prompt, message_history, deps, thread_id, wait=wait, metadata=metadata
+        )
 
     def run(
         self,
@@ -185,11 +190,17 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         thread_id: str | None = None,
         wait: float = 0.0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
         """`arun` for code without an event loop; inside one (Jupyter) it uses a worker thread."""
         return _run_sync(
             lambda: self.arun(
-                prompt, message_history=message_history, deps=deps, thread_id=thread_id, wait=wait
+                prompt,
+                message_history=message_history,
+                deps=deps,
+                thread_id=thread_id,
+                wait=wait,
+                metadata=metadata,
             )
         )
 
@@ -277,6 +288,23 @@ class Agent(Generic[OutputT]):
         """`aresume` for code without an event loop."""
         return _run_sync(lambda: self.aresume(thread_id, decisions=decisions, deps=deps, wait=wait))
 
+    async def aabandon(self, thread_id: str, *, wait: float = 0.0) -> bool:
+        """End the thread's unfinished run where it stands, so that the next `run` on the
+        thread starts from there: each call left without a result is answered with an
+        error saying it was abandoned (one that had started may have taken effect), calls
+        waiting for approval are not run, and the run is recorded as "cancelled". False
+        when the thread had no unfinished run. `wait` is as for `arun`.
+        """
+        async with self._hold(thread_id, "abandon", wait) as (journal, thread):
+            if not thread.unfinished:
+                return False
+            await journal.abandon(thread)
+            return True
+
+    def abandon(self, thread_id: str, *, wait: float = 0.0) -> bool:
+        """`aabandon` for code without an event loop."""
+        return _run_sync(lambda: self.aabandon(thread_id, wait=wait))
+
     async def athreads(self) -> list[ThreadInfo]:
         """The checkpointer's threads, the most recently written first."""
         return await self._checkpointer().threads()
@@ -313,6 +341,7 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         thread_id: str | None = None,
         wait: float = 0.0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Event]:
         """Run and yield events as they happen, `RunFinished` last.
 
@@ -320,7 +349,9 @@ class Agent(Generic[OutputT]):
         loop early cancels the run.
         """
         async for event in _streamed(
-            lambda emit: self._execute(prompt, message_history, deps, thread_id, emit, wait=wait)
+            lambda emit: self._execute(
+                prompt, message_history, deps, thread_id, emit, wait=wait, metadata=metadata
+            )
         ):
             yield event
 
@@ -334,11 +365,13 @@ class Agent(Generic[OutputT]):
         *,
         run_id: str | None = None,
         wait: float = 0.0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
         if thread_id is None and self._plan.approvals:
             thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
+        recorded = _checked_metadata(metadata, thread_id)
         if thread_id is None:
             messages = _start_messages(prompt, history)
             new_messages = len(messages) - len(history or ())
@@ -355,8 +388,9 @@ class Agent(Generic[OutputT]):
                 how = thread.stop_reason or "stopped without an end"
                 raise ConfigurationError(
                     f"thread {thread_id!r} has an unfinished run ({how}); continue it with "
-                    "resume() or delete the thread"
+                    "resume() or abandon() it"
                 )
+            journal.metadata = recorded
             messages = _start_messages(prompt, thread.messages)
             return await execute_run(
                 self,
@@ -391,6 +425,20 @@ class Agent(Generic[OutputT]):
             journal = Journal(checkpointer, thread_id, me.token)
             journal.adopt(thread)
             yield journal, thread
+
+
+def _checked_metadata(metadata: object, thread_id: str | None) -> dict[str, Any] | None:
+    """`metadata` as recorded: a mapping of JSON values, given with a thread."""
+    if metadata is None:
+        return None
+    if thread_id is None:
+        raise ConfigurationError("metadata is recorded in a thread: give a thread_id too")
+    if not isinstance(metadata, Mapping):
+        raise ConfigurationError(f"metadata must be a mapping, got {type(metadata).__name__}")
+    try:
+        return dict(json.loads(json.dumps(dict(metadata), allow_nan=False)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"metadata must hold JSON values only: {exc}") from None
 
 
 def _checked_thread_id(thread_id: object) -> str:

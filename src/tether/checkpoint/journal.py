@@ -2,7 +2,8 @@
 
 Records, in the order a run writes them:
 
-- "run": a run began; `start` is where its messages begin in the thread.
+- "run": a run began; `start` is where its messages begin in the thread, and `meta` the
+  metadata it was given (if any).
 - "sync": the messages added since the last sync ("append") or all of them after a
   rewrite such as a compaction ("messages"), the state backend files that changed,
   the todo list if it changed, and the run's usage, cost and steps so far.
@@ -11,6 +12,7 @@ Records, in the order a run writes them:
   (A run killed before that point resumes by asking the model again.)
 - "result": one finished tool call's result, written before the next model call.
 - "interrupt": calls waiting for a human decision; "end": the run's stop reason.
+  An abandoned run gets a last sync answering the calls it left, and the end "cancelled".
 
 A run killed anywhere is rebuilt from the last records: calls with a result are never
 run again; a call that started but has no result was interrupted in an unknown state.
@@ -29,10 +31,24 @@ import pydantic
 from tether.approval import ApprovalRequest, decision_from_json
 from tether.checkpoint.base import Checkpointer, Record
 from tether.errors import AlreadyDecidedError, StorageError, ThreadBusyError
-from tether.messages import AssistantMessage, Message, ToolResult, Usage, from_json, to_json
+from tether.messages import (
+    AssistantMessage,
+    Message,
+    ToolResult,
+    ToolResultMessage,
+    Usage,
+    from_json,
+    to_json,
+)
 from tether.state import RunState, Todo
 
 __all__ = ["Journal", "Thread", "read_thread", "replay"]
+
+_ABANDONED = "Not run: the run was stopped and abandoned before this call ran."
+_ABANDONED_STARTED = (
+    "Abandoned: the run was stopped while this call was running, so whether it took "
+    "effect is unknown. Check before calling it again."
+)
 
 
 @functools.cache
@@ -59,6 +75,8 @@ class Journal:
         self._last: Message | None = None
         self._files: dict[str, tuple[bytes, float]] = {}
         self._todos: tuple[Todo, ...] = ()
+        self.metadata: dict[str, Any] | None = None
+        """Recorded with the run's start, when given."""
 
     def adopt(self, thread: Thread) -> None:
         """Start from what `thread` already holds, so only changes are written."""
@@ -69,6 +87,8 @@ class Journal:
 
     async def begin(self, state: RunState, start: int) -> None:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
+        if self.metadata is not None:
+            record["meta"] = self.metadata
         await self._append([record, self._sync(state)])
 
     async def started(self, state: RunState, call_ids: Sequence[str]) -> None:
@@ -92,6 +112,28 @@ class Journal:
             await self._append(
                 [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
             )
+
+    async def abandon(self, thread: Thread) -> None:
+        """End `thread`'s unfinished run as "cancelled", answering the calls it left."""
+        record: Record = {
+            "t": "sync",
+            "usage": _usage().dump_python(thread.usage, mode="json"),
+            "cost": thread.cost_usd,
+            "steps": thread.steps,
+        }
+        pending = thread.pending_calls
+        if pending is not None:
+            answers = tuple(
+                thread.results.get(call.id)
+                or ToolResult.of(
+                    call,
+                    _ABANDONED_STARTED if call.id in thread.started else _ABANDONED,
+                    is_error=True,
+                )
+                for call in pending.tool_calls
+            )
+            record["append"] = to_json([ToolResultMessage(answers)])
+        await self._append([record, {"t": "end", "stop": "cancelled", "output": None}])
 
     async def _append(self, records: list[Record]) -> None:
         try:
@@ -158,6 +200,12 @@ class Thread:
     """Every decision the thread holds, by call id, with the last calls that asked."""
     asked: list[dict[str, Any]] = field(default_factory=list)
     """The calls of the last interrupt, also once decided."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The metadata of the latest run given some (`Agent.run(metadata=...)`)."""
+    total_usage: Usage = field(default_factory=Usage)
+    """What every run of the thread used, subagents included; `usage` is the last run's."""
+    total_cost_usd: float | None = 0.0
+    """What every run of the thread cost; None when a price was unknown."""
 
     @property
     def requests(self) -> tuple[ApprovalRequest, ...]:
@@ -233,6 +281,9 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
     for number, record in enumerate(records, 1):
         kind = record["t"]
         if kind == "run":
+            _add_up(thread)
+            thread.usage, thread.cost_usd, thread.steps = Usage(), 0.0, 0
+            thread.metadata = record.get("meta", thread.metadata)
             thread.run_id, thread.run_start = record["run"], record["start"]
             thread.stop_reason, thread.output, thread.interrupts = None, None, []
             thread.results, thread.started, thread.decisions = {}, set(), {}
@@ -257,7 +308,16 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
                 f"record {number} is of a kind this tether does not know ({kind!r}): "
                 "a newer tether wrote it; upgrade tether"
             )
+    _add_up(thread)
     return thread
+
+
+def _add_up(thread: Thread) -> None:
+    """Count the spending of the run replayed so far into the thread's totals."""
+    thread.total_usage = thread.total_usage + thread.usage
+    if thread.total_cost_usd is not None:
+        cost = thread.cost_usd
+        thread.total_cost_usd = None if cost is None else thread.total_cost_usd + cost
 
 
 def _apply_sync(thread: Thread, record: Record) -> None:

@@ -6,6 +6,7 @@ both record every request, so a test can check the prompt and tool specs sent.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -150,9 +151,10 @@ def script_file_model(path: str) -> FunctionModel:
     The file holds a list of turns, or an object whose keys pick a list by a text found
     in the conversation's first message (so a subagent gets its own turns; the key ""
     matches every conversation). A turn is a string (the final answer) or a list of
-    strings and `{"tool": name, "args": {...}}` calls. The turn played is the number of
-    replies the conversation already has, so a run resumed in another process goes on
-    where it stopped.
+    strings and `{"tool": name, "args": {...}}` calls; a `{"pause": seconds}` in the list
+    delays the reply (to stop a turn midway). The turn played is the number of replies
+    the conversation already has, so a run resumed in another process goes on where it
+    stopped.
     """
     try:
         script = json.loads(Path(path).read_text())
@@ -164,7 +166,7 @@ def script_file_model(path: str) -> FunctionModel:
             f"the model script {path!r} must hold a list of turns, or an object of such lists"
         )
 
-    def play(request: ModelRequest) -> Turn:
+    async def play(request: ModelRequest) -> Turn:
         opening = request.messages[0] if request.messages else None
         first = opening.text if isinstance(opening, UserMessage) else ""
         key = next((k for k in scripts if k in first), None)
@@ -176,11 +178,15 @@ def script_file_model(path: str) -> FunctionModel:
         turn = turns[played]
         if isinstance(turn, str):
             return turn
+        for item in turn:
+            if isinstance(item, dict) and "pause" in item:
+                await asyncio.sleep(float(item["pause"]))
         return [
             item
             if isinstance(item, str)
             else ToolCall(item["tool"], item.get("args", {}), id=f"call_{played}_{i}")
             for i, item in enumerate(turn)
+            if isinstance(item, str) or "pause" not in item
         ]
 
     return FunctionModel(play, name=Path(path).name)
