@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether import ConfigurationError, Limits, StorageError, create_agent, tool
+from tether import ConfigurationError, Limits, ModelHTTPError, StorageError, create_agent, tool
 from tether.checkpoint import open_checkpointer
 from tether.checkpoint.journal import Thread, read_thread, replay
 from tether.checkpoint.sqlite import SCHEMA_VERSION, SqliteCheckpointer
@@ -374,3 +374,31 @@ async def read(url: str, thread_id: str) -> Thread:
         return await read_thread(checkpointer, thread_id)
     finally:
         await checkpointer.close()
+
+
+def test_a_run_that_ended_in_an_error_is_resumed_from_its_last_step(tmp_path: Path) -> None:
+    log: list[str] = []
+    url = db(tmp_path)
+    outage = True
+
+    def down_once(request: ModelRequest) -> Turn:
+        nonlocal outage
+        done = sum(1 for m in request.messages if isinstance(m, ToolResultMessage))
+        if done == 2 and outage:
+            outage = False
+            raise ModelHTTPError("the provider is overloaded", status_code=529)
+        return steps(request)
+
+    agent = create_agent(
+        FunctionModel(down_once), tools=[counting_tool(log, None)], checkpointer=url
+    )
+    with pytest.raises(ModelHTTPError):
+        agent.run("count", thread_id="flaky")
+    assert log == ["bump 0", "bump 1"]
+    result = agent.resume("flaky")
+    assert result.output == "counted to 5"
+    assert log == [f"bump {n}" for n in range(5)]  # nothing ran twice
+    thread = asyncio.run(read(url, "flaky"))
+    assert thread.total_usage.requests == result.usage.requests == 6  # counted once
+    with pytest.raises(ConfigurationError, match="nothing to resume"):
+        agent.resume("flaky")

@@ -213,8 +213,9 @@ class Agent(Generic[OutputT]):
         wait: float = 0.0,
     ) -> RunResult[OutputT]:
         """Continue the thread's unfinished run from its last recorded step: one that was
-        killed, or one waiting for `decisions` on its `interrupts` (a list in their order,
-        or a mapping by call id). Tool calls that finished are not run again.
+        killed, one that ended in an error (a provider that was down, say), or one waiting
+        for `decisions` on its `interrupts` (a list in their order, or a mapping by call
+        id). Tool calls that finished are not run again.
 
         Decisions are applied once: sent again for calls already decided, they raise
         `AlreadyDecidedError` with the earlier ones. `wait` is as for `arun`.
@@ -253,7 +254,7 @@ class Agent(Generic[OutputT]):
                 raise ConfigurationError(f"there is no thread {thread_id!r} to resume")
             if decisions is not None and not thread.interrupts:
                 thread.refuse_decided_again(decisions)
-            if not thread.unfinished:
+            if not thread.resumable:
                 raise ConfigurationError(
                     f"thread {thread_id!r} has nothing to resume: its last run ended with "
                     f"{thread.stop_reason!r}; start a new run with run(..., thread_id=...)"

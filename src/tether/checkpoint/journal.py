@@ -247,6 +247,12 @@ class Thread:
         return self.exists and self.stop_reason in (None, "interrupted")
 
     @property
+    def resumable(self) -> bool:
+        """Whether `resume` can go on with the last run: it is unfinished, or it ended in
+        an error (a provider that was down, say) and is tried again from its last step."""
+        return self.unfinished or self.stop_reason == "error"
+
+    @property
     def pending_calls(self) -> AssistantMessage | None:
         """The last assistant message, when its tool calls are not all answered."""
         if self.messages and isinstance(self.messages[-1], AssistantMessage):
@@ -281,8 +287,9 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
     for number, record in enumerate(records, 1):
         kind = record["t"]
         if kind == "run":
-            _add_up(thread)
-            thread.usage, thread.cost_usd, thread.steps = Usage(), 0.0, 0
+            if record["run"] != thread.run_id:  # not a resumed run starting over
+                _add_up(thread)
+                thread.usage, thread.cost_usd, thread.steps = Usage(), 0.0, 0
             thread.metadata = record.get("meta", thread.metadata)
             thread.run_id, thread.run_start = record["run"], record["start"]
             thread.stop_reason, thread.output, thread.interrupts = None, None, []
