@@ -1,5 +1,6 @@
 """The `tether` command: run a deep agent on a project from the terminal.
 
+    tether                      a conversation on a new thread (`tether -c`: the latest)
     tether run "read this repository and write NOTES.md summarizing its layout"
     tether threads | tether show THREAD | tether resume THREAD | tether config
     tether worker --app agents | tether enqueue NAME TASK | tether status THREAD
@@ -58,10 +59,10 @@ _DIRECTORY = "work on the project in DIR instead of the current directory"
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`); the exit code."""
     parser = _parser()
-    options = parser.parse_args(argv)
-    if options.command is None:
-        parser.print_help()
-        return EXIT_CODES["usage"]
+    given = list(sys.argv[1:] if argv is None else argv)
+    if not any(word in _COMMANDS or word in ("-h", "--help", "--version") for word in given):
+        given.insert(0, "chat")  # `tether`, `tether -c`, `tether --model X`: a conversation
+    options = parser.parse_args(given)
     warnings.showwarning = _one_line
     try:
         code = _dispatch(options)
@@ -92,6 +93,7 @@ def _dispatch(options: argparse.Namespace) -> int:
 
 
 _DURABLE = ("worker", "enqueue", "status", "decide")
+_COMMANDS = ("chat", "run", "resume", "threads", "show", "delete", "config", *_DURABLE)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,6 +114,22 @@ def _parser() -> argparse.ArgumentParser:
         help=_DIRECTORY,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    chat = commands.add_parser(
+        "chat",
+        help="a conversation with the agent (what `tether` alone starts)",
+        description="Talk with the agent: each line you type is the next message. Esc or "
+        "Ctrl-C stops the agent's turn; Ctrl-D or /exit leaves; /help lists the commands.",
+    )
+    chat.add_argument("thread", metavar="THREAD", nargs="?", help="continue this thread")
+    chat.add_argument(
+        "-c",
+        "--continue",
+        dest="latest",
+        action="store_true",
+        help="continue the project's latest thread",
+    )
+    _setting_options(chat)
 
     run = commands.add_parser(
         "run", help="run the agent on a task", description="Run the agent on a task."
@@ -251,6 +269,16 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
     _trust_option(command)
     add = command.add_argument
     add("--model", metavar="PROVIDER:MODEL", help="e.g. anthropic:claude-sonnet-4-5")
+    mode = command.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--mode",
+        choices=("ask", "accept-edits", "plan", "yes"),
+        help="ask: writes and commands wait for approval (default); accept-edits: writes "
+        "do not; plan: read-only, the agent proposes a plan; yes: nothing waits",
+    )
+    mode.add_argument(
+        "-y", "--yes", dest="mode", action="store_const", const="yes", help="same as --mode yes"
+    )
     add("--max-cost", type=float, metavar="USD", help="stop when the run has cost this much")
     add("--max-steps", type=int, metavar="N", help="stop after N model calls (default 200)")
     add("--timeout", type=float, metavar="SECONDS", help="stop after this long")

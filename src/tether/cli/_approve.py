@@ -24,6 +24,7 @@ from tether.approval import (
 )
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
+from tether.cli._permissions import Allowances
 from tether.cli._render import shown
 from tether.errors import ConfigurationError
 
@@ -33,23 +34,43 @@ if TYPE_CHECKING:
 
 __all__ = ["ask", "decisions_from_json"]
 
-_KEYS = {"a": "approve", "e": "edit", "r": "reject", "s": "respond"}
+_DECISIONS = ("approve", "edit", "reject", "respond")
+_KEYS = {"a": "approve", "w": "always", "e": "edit", "r": "reject", "s": "respond"}
 _LABELS = {
     "approve": "\\[a]pprove",
+    "always": "al\\[w]ays allow",
     "edit": "\\[e]dit",
     "reject": "\\[r]eject",
     "respond": "re\\[s]pond",
 }
 
 
-def ask(requests: Sequence[ApprovalRequest], console: Console, root: Path) -> list[Decision]:
-    """A decision for each request, asked one by one."""
+def ask(
+    requests: Sequence[ApprovalRequest],
+    console: Console,
+    root: Path,
+    allowances: Allowances | None = None,
+) -> list[Decision]:
+    """A decision for each request, asked one by one. With `allowances` (in a session)
+    a person can also approve calls like it from now on, and calls covered by what was
+    allowed before in the same list are approved without asking."""
+    from rich.markup import escape
+
     workspace = FilesystemBackend(root)
     decisions: list[Decision] = []
     for number, request in enumerate(requests, 1):
+        if allowances is not None and allowances.covers(request.tool, request.args):
+            decisions.append(Approve())
+            continue
         console.rule(f"[bold]Approval {number} of {len(requests)}: {request.tool}[/]")
         _show(request, console, workspace)
-        decisions.append(_decide(request, console))
+        decision = _decide(request, console, always=allowances is not None)
+        if decision is None:
+            assert allowances is not None
+            what = allowances.allow(request)
+            console.print(f"[dim]Allowed {escape(what)} for the rest of this session[/]")
+            decision = Approve()
+        decisions.append(decision)
     return decisions
 
 
@@ -100,8 +121,11 @@ def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> s
     )
 
 
-def _decide(request: ApprovalRequest, console: Console) -> Decision:
-    allowed = [kind for kind in _KEYS.values() if kind in request.allowed]
+def _decide(request: ApprovalRequest, console: Console, *, always: bool) -> Decision | None:
+    """The person's decision; None for "always allow" (approve this and calls like it)."""
+    allowed: list[str] = [kind for kind in _KEYS.values() if kind in request.allowed]
+    if always and "approve" in allowed:
+        allowed.insert(1, "always")
     question = " ".join(_LABELS[kind] for kind in allowed) + "? "
     while True:
         answer = console.input(question).strip().lower()
@@ -109,6 +133,8 @@ def _decide(request: ApprovalRequest, console: Console) -> Decision:
         if kind in allowed:
             break
         console.print(f"[yellow]Answer one of: {', '.join(allowed)}[/]")
+    if kind == "always":
+        return None
     if kind == "approve":
         return Approve()
     if kind == "reject":
@@ -155,7 +181,7 @@ def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
     by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
 
     def one(item: object) -> Decision:
-        if not isinstance(item, Mapping) or item.get("kind") not in _LABELS:
+        if not isinstance(item, Mapping) or item.get("kind") not in _DECISIONS:
             raise ConfigurationError(
                 'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
                 f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '

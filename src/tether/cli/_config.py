@@ -18,7 +18,26 @@ from tether.backends.permissions import Rule
 from tether.errors import ConfigurationError
 from tether.models.resolve import default_model, parse_model
 
-__all__ = ["ENVIRONMENT", "Loaded", "RuleSettings", "Settings", "load"]
+__all__ = [
+    "ENVIRONMENT",
+    "MODES",
+    "RECORDED",
+    "CommandSettings",
+    "Loaded",
+    "RuleSettings",
+    "Settings",
+    "changed",
+    "load",
+]
+
+MODES = {
+    "ask": "file writes and commands wait for your approval",
+    "accept-edits": "file writes run without asking; commands wait for your approval",
+    "plan": "read-only: the agent looks around and proposes a plan, writing and running nothing",
+    "yes": "everything runs without asking (for CI; the project's deny rules still hold)",
+}
+"""The permission modes, and what each means."""
+Mode = Literal["ask", "accept-edits", "plan", "yes"]
 
 DEFAULT_GATES = {"execute": True, "write_file": True, "edit_file": True}
 ENVIRONMENT = {
@@ -28,6 +47,7 @@ ENVIRONMENT = {
     "TETHER_TIMEOUT": "timeout",
     "TETHER_SANDBOX": "sandbox",
     "TETHER_CHECKPOINTER": "checkpointer",
+    "TETHER_MODE": "mode",
 }
 """The environment variables read, and the setting each one sets."""
 
@@ -47,6 +67,36 @@ class RuleSettings(BaseModel):
 
     def rule(self) -> Rule:
         return Rule(self.operations, self.paths, self.mode)
+
+
+class CommandSettings(BaseModel):
+    """The `[commands]` table: which commands run without a question, which never run."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = []
+    """Command prefixes (`"git status"`, `"pytest"`) that run without asking, when the
+    command is that one simple command (no `;`, `&&`, pipes, redirections or `$(...)`)."""
+    deny: list[str] = []
+    """RE2 patterns searched anywhere in a command: a match is refused, whatever the mode."""
+
+    @field_validator("deny")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        from tether.capabilities.sandbox import CommandPolicy
+
+        try:
+            CommandPolicy(deny=patterns)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc).removeprefix("CommandPolicy has a bad pattern: ")) from None
+        return patterns
+
+    @field_validator("allow")
+    @classmethod
+    def _prefixes(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            if not prefix.strip():
+                raise ValueError("an allowed command prefix cannot be empty")
+        return [" ".join(prefix.split()) for prefix in prefixes]
 
 
 class Settings(BaseModel):
@@ -76,6 +126,11 @@ class Settings(BaseModel):
     permissions: list[RuleSettings] = []
     checkpointer: str = "sqlite:///.tether/runs.db"
     """Where threads are kept; a relative SQLite path is inside the project."""
+    mode: Mode = "ask"
+    """How much runs without a question (`MODES`)."""
+    commands: CommandSettings = CommandSettings()
+    system_prompt: str | None = None
+    """Instructions added to tether's own system prompt."""
 
     @field_validator("model")
     @classmethod
@@ -118,8 +173,20 @@ class Loaded:
     project_source: str = ""
 
 
-def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) -> Loaded:
-    """The settings for a run in `directory`; `flags` holds the options given (not None)."""
+RECORDED = ("model", "max_steps", "max_cost", "timeout")
+"""The settings a thread remembers from its last run (its permission mode is not one: a
+thread's records come from the project's `.tether/`, which a repository could ship)."""
+
+
+def load(
+    directory: Path,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any],
+    thread: tuple[str, Mapping[str, Any]] | None = None,
+) -> Loaded:
+    """The settings for a run in `directory`; `flags` holds the options given (not None),
+    and `thread` the id and recorded settings of the thread continued, which come before
+    the flags."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     file, table = _project_file(directory)
@@ -131,6 +198,9 @@ def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) 
         word = from_env["sandbox"].strip().lower()
         from_env["sandbox"] = _ENV_FLAGS.get(word, word)
     layers.append(("env", from_env))
+    if thread is not None:
+        recorded = {k: v for k, v in thread[1].items() if k in RECORDED}
+        layers.append((f"thread {thread[0]}", recorded))
     layers.append(("flag", flags))
     for layer, given in layers:
         for key, value in given.items():
@@ -149,6 +219,17 @@ def load(directory: Path, environ: Mapping[str, str], flags: Mapping[str, Any]) 
     for key in Settings.model_fields:
         sources.setdefault(key, "default")
     return Loaded(settings, sources, file, table, _describe(file) if file else "")
+
+
+def changed(loaded: Loaded, key: str, value: Any, source: str) -> Loaded:
+    """`loaded` with one setting changed (checked as any other), said to come from `source`."""
+    values = {**loaded.settings.model_dump(), key: value}
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigurationError(_explain(exc, {key: source})) from None
+    sources = {**loaded.sources, key: source}
+    return Loaded(settings, sources, loaded.file, loaded.project, loaded.project_source)
 
 
 def _project_file(directory: Path) -> tuple[Path | None, dict[str, Any]]:
@@ -199,7 +280,11 @@ def _why(model: str) -> str:
     return "no API key is set, so the offline model"
 
 
-_EXPECTED = {"sandbox": 'true, false or "auto"', "network": "true or false"}
+_EXPECTED = {
+    "sandbox": 'true, false or "auto"',
+    "network": "true or false",
+    "mode": "one of " + ", ".join(MODES),
+}
 """Settings whose pydantic message would name its types, said in the file's words."""
 
 

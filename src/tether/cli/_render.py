@@ -33,7 +33,15 @@ if TYPE_CHECKING:
 
     from tether.agent import RunResult
 
-__all__ = ["JsonOutput", "Output", "QuietOutput", "RichOutput", "agent_label", "call_line"]
+__all__ = [
+    "TODO_MARKS",
+    "JsonOutput",
+    "Output",
+    "QuietOutput",
+    "RichOutput",
+    "agent_label",
+    "call_line",
+]
 
 _MAIN_ARGUMENT = {
     "read_file": "file_path",
@@ -45,7 +53,7 @@ _MAIN_ARGUMENT = {
     "execute": "command",
     "task": "subagent_type",
 }
-_TODO_MARKS = {"completed": "[green]✔[/]", "in_progress": "[yellow]▶[/]", "pending": "○"}
+TODO_MARKS = {"completed": "[green]✔[/]", "in_progress": "[yellow]▶[/]", "pending": "○"}
 
 
 class Output(Protocol):
@@ -230,7 +238,7 @@ class RichOutput:
 
         self._flush()
         title = f"Todos ({label})" if label else "Todos"
-        lines = [f"  {_TODO_MARKS[t.status]} {escape(t.content)}" for t in todos]
+        lines = [f"  {TODO_MARKS[t.status]} {escape(t.content)}" for t in todos]
         self.console.print(f"[bold]{title}[/]\n" + "\n".join(lines or ["  (empty)"]))
 
     def _answer(self, output: Any) -> None:

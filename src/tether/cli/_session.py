@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -12,17 +13,16 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from wcmatch import glob as wc
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.cli import EXIT_CODES, REFUSALS
 from tether.cli._approve import ask
-from tether.cli._config import Loaded, load
+from tether.cli._config import RECORDED, Loaded, load
+from tether.cli._permissions import EDITS, Allowances, gates
 from tether.cli._render import JsonOutput, Output, QuietOutput, RichOutput
 from tether.errors import ConfigurationError, TetherError
 
@@ -31,10 +31,22 @@ if TYPE_CHECKING:
     from tether.approval import ApprovalRequest, Decision
     from tether.backends.base import Backend
     from tether.backends.hostfs import Root
+    from tether.checkpoint.base import Checkpointer
     from tether.checkpoint.journal import Thread
     from tether.events import Event
 
-__all__ = ["dispatch", "project_root"]
+__all__ = [
+    "build_agent",
+    "consume",
+    "dispatch",
+    "explain_wait",
+    "failed",
+    "project_root",
+    "run_metadata",
+    "workspace",
+]
+
+T = TypeVar("T")
 
 _SETTING_FLAGS = (
     "model",
@@ -45,13 +57,13 @@ _SETTING_FLAGS = (
     "memory",
     "safe_paths",
     "sandbox",
+    "mode",
 )
 # Never the agent's to touch, whatever the configured rules say: the run records, and git.
 _PROTECTED = (
     ({"read", "write"}, ["/.tether/*.db", "/.tether/*.db-*"]),
     ({"write"}, ["/.git/**"]),
 )
-_GLOB = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
 
 
 def dispatch(options: argparse.Namespace) -> int:
@@ -63,7 +75,8 @@ def dispatch(options: argparse.Namespace) -> int:
             raise ConfigurationError(f"{options.directory!r} is not a directory")
         directory = project_root(directory.resolve())
         flags = {k: getattr(options, k, None) for k in _SETTING_FLAGS}
-        loaded = load(directory, os.environ, {k: v for k, v in flags.items() if v is not None})
+        given = {k: v for k, v in flags.items() if v is not None}
+        loaded = load(directory, os.environ, given)
         if options.command == "config":
             return _config(loaded, options.json)
         loaded = _trust(loaded, directory, options)
@@ -73,7 +86,17 @@ def dispatch(options: argparse.Namespace) -> int:
             # Looking creates nothing: with no database yet, there are no threads.
             url = _checkpointer_url(loaded, directory, create=False)
             return command(options, url or "sqlite://:memory:")
+        thread_id = _continued(options, loaded, directory)
+        if thread_id is not None:  # the thread's own settings come before the flags
+            recorded = _recorded(loaded, directory, thread_id)
+            loaded = _trust(
+                load(directory, os.environ, given, (thread_id, recorded)), directory, options
+            )
         output = _output(options)
+        if options.command == "chat":
+            from tether.cli._chat import chat
+
+            return chat(loaded, directory, thread_id, output)
         return _run(options, loaded, directory, output)
     except REFUSALS as exc:
         if output is None:
@@ -81,6 +104,66 @@ def dispatch(options: argparse.Namespace) -> int:
         else:
             output.error(str(exc))
         return EXIT_CODES["usage"]
+
+
+def _continued(options: argparse.Namespace, loaded: Loaded, directory: Path) -> str | None:
+    """The thread the command goes on with, if any: given, or the latest with `-c`."""
+    if options.command == "chat" and options.latest:
+        if options.thread:
+            raise ConfigurationError("give a THREAD or --continue, not both")
+        found = _threads_of(loaded, directory)
+        if not found:
+            raise ConfigurationError(
+                "this project has no thread to continue yet: `tether` starts one"
+            )
+        return found[0]
+    return getattr(options, "thread", None)
+
+
+def _threads_of(loaded: Loaded, directory: Path) -> list[str]:
+    """The project's thread ids, the latest first."""
+
+    async def listed(checkpointer: Checkpointer) -> list[str]:
+        return [info.thread_id for info in await checkpointer.threads()]
+
+    return _reading(loaded, directory, listed) or []
+
+
+def _recorded(loaded: Loaded, directory: Path, thread_id: str) -> dict[str, Any]:
+    """The settings `thread_id` last ran with ({} for a new thread)."""
+    from tether.checkpoint.journal import read_thread
+
+    async def metadata(checkpointer: Checkpointer) -> dict[str, Any]:
+        return (await read_thread(checkpointer, thread_id)).metadata
+
+    found = (_reading(loaded, directory, metadata) or {}).get("cli")
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def _reading(
+    loaded: Loaded, directory: Path, read: Callable[[Checkpointer], Awaitable[T]]
+) -> T | None:
+    """What `read` finds in the run records; None when there are none yet."""
+    from tether.checkpoint.base import open_checkpointer
+
+    url = _checkpointer_url(loaded, directory, create=False)
+    if url is None:
+        return None
+
+    async def opened() -> T:
+        checkpointer = open_checkpointer(url)
+        try:
+            return await read(checkpointer)
+        finally:
+            await checkpointer.close()
+
+    return asyncio.run(opened())
+
+
+def run_metadata(loaded: Loaded) -> dict[str, Any]:
+    """What a run records of its settings, for the next run on its thread."""
+    settings = loaded.settings.model_dump(mode="json")
+    return {"cli": {key: settings[key] for key in RECORDED}}
 
 
 def project_root(start: Path) -> Path:
@@ -109,7 +192,7 @@ def _trust(loaded: Loaded, directory: Path, options: argparse.Namespace) -> Load
 
 
 def _output(options: argparse.Namespace) -> Output:
-    if options.json:
+    if getattr(options, "json", False):
         return JsonOutput()
     try:
         from rich.console import Console
@@ -117,7 +200,7 @@ def _output(options: argparse.Namespace) -> Output:
         raise ConfigurationError(
             "the terminal output of tether needs Rich: pip install 'tether[cli]' (or use --json)"
         ) from None
-    if options.quiet:
+    if getattr(options, "quiet", False):
         return QuietOutput(Console(stderr=True, highlight=False))
     return RichOutput(Console(highlight=False))
 
@@ -215,11 +298,26 @@ def _plain_database(directory: Path, relative: str, *, create: bool) -> bool:
     return create or found[""] is not None
 
 
-def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backend) -> Agent[str]:
-    """The agent the settings describe, working on `directory` through `backend`."""
+_PLAN_PROMPT = (
+    "Plan mode: the user wants a plan before any change. Read and search as much as you "
+    "need, but write no file and run no command (both are refused); end with a concrete, "
+    "numbered plan of the changes you would make, and the files each one touches."
+)
+
+
+def build_agent(
+    loaded: Loaded,
+    directory: Path,
+    output: Output,
+    backend: Backend,
+    allowances: Allowances | None = None,
+) -> Agent[str]:
+    """The agent the settings describe, working on `directory` through `backend`; the
+    calls `allowances` covers run without a question."""
     from tether import Limits, create_agent
     from tether.backends.permissions import Rule
     from tether.capabilities.local_context import LocalContext
+    from tether.capabilities.sandbox import CommandPolicy
     from tether.models.resolve import OFFLINE_NOTICE, infer_model
 
     settings = loaded.settings
@@ -231,6 +329,10 @@ def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backen
     if memory is None:
         memory = _agents_file(directory)
     rules = [Rule(ops, paths, "deny") for ops, paths in _PROTECTED]  # type: ignore[arg-type]
+    if settings.mode == "plan":
+        rules.append(Rule(["write"], ["/**"], "deny"))
+    prompt = [settings.system_prompt, _PLAN_PROMPT if settings.mode == "plan" else None]
+    sandboxed = hasattr(backend, "execute")
     common: dict[str, Any] = {
         "limits": Limits(
             max_steps=settings.max_steps,
@@ -243,23 +345,23 @@ def build_agent(loaded: Loaded, directory: Path, output: Output, backend: Backen
         "memory": memory,
         "capabilities": [LocalContext(directory)],
         "checkpointer": _checkpointer_url(loaded, directory),
+        "system_prompt": "\n\n".join(p for p in prompt if p) or None,
+        "command_policy": CommandPolicy(deny=settings.commands.deny)
+        if sandboxed and settings.commands.deny
+        else None,
     }
     # The gates may name only tools the agent has (the model's profile may leave some
     # out), so the tools are looked at first.
-    tools = create_agent(model, **common)._plan.tools
-    gates = {
-        name: _gate(name, settings.safe_paths)
-        for name, on in settings.interrupt_on.items()
-        if on and name in tools
-    }
+    tools = set(create_agent(model, **common)._plan.tools)
     unknown = [n for n, on in settings.interrupt_on.items() if on and n not in tools]
-    unknown = [n for n in unknown if n not in ("execute", "edit_file", "write_file")]
+    unknown = [n for n in unknown if n not in ("execute", *EDITS)]
     if unknown:
         raise ConfigurationError(
             f"interrupt_on names {unknown}, which this agent does not have; its tools: "
             f"{', '.join(sorted(tools))}"
         )
-    return create_agent(model, interrupt_on=gates, **common)
+    allowed = allowances if allowances is not None else Allowances.of(settings)
+    return create_agent(model, interrupt_on=gates(settings, tools, allowed), **common)
 
 
 def _agents_file(directory: Path) -> list[str]:
@@ -283,26 +385,13 @@ def _agents_file(directory: Path) -> list[str]:
     return [link.target] if target is not None and stat.S_ISREG(target.st_mode) else []
 
 
-def _gate(tool: str, safe: list[str]) -> bool | dict[str, Any]:
-    """Every call of `tool` waits, except file writes inside the safe paths."""
-    if tool not in ("write_file", "edit_file") or not safe:
-        return True
-
-    def outside(args: Any) -> bool:
-        try:  # matched in the form the backend will use: "/notes/../src" is not safe
-            path = clean(args.get("file_path"))
-        except BackendError:
-            return True
-        return not wc.globmatch(path, safe, flags=_GLOB)
-
-    return {"when": outside}
-
-
 def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
     from tether.backends.filesystem import FilesystemBackend
 
     settings = loaded.settings
     wanted = settings.sandbox
+    if settings.mode == "plan":  # nothing runs
+        return FilesystemBackend(directory)
     if wanted == "auto":
         if shutil.which("bwrap") is None:
             output.notice("no `execute`: bubblewrap is not installed", dim=True)
@@ -331,17 +420,31 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
 
 
 def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: Output) -> int:
+    with workspace(loaded, directory, output) as backend:
+        agent = build_agent(loaded, directory, output, backend)
+        return _drive(options, agent, run_metadata(loaded), directory, output)
+
+
+@contextlib.contextmanager
+def workspace(loaded: Loaded, directory: Path, output: Output) -> Iterator[Backend]:
+    """The backend the settings ask for, given back to its owners at the end."""
     _checkpointer_url(loaded, directory)  # .tether is made before a sandbox lends anything
     backend = _backend(loaded, directory, output)
     try:
-        return _drive(options, build_agent(loaded, directory, output, backend), directory, output)
+        yield backend
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
             close()  # a sandbox gives the workspace back to its owners
 
 
-def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, output: Output) -> int:
+def _drive(
+    options: argparse.Namespace,
+    agent: Agent[Any],
+    metadata: dict[str, Any],
+    directory: Path,
+    output: Output,
+) -> int:
     """Run or resume the thread the options name, asking about approvals on a terminal."""
     console = output.console
     interactive = console is not None and console.is_terminal and sys.stdin.isatty()
@@ -350,7 +453,7 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         task = sys.stdin.read() if options.task == "-" else options.task
         thread_id = options.thread or f"thread_{uuid.uuid4().hex[:16]}"
         _check_startable(agent, thread_id)
-        events = functools.partial(agent.stream, task, thread_id=thread_id)
+        events = functools.partial(agent.stream, task, thread_id=thread_id, metadata=metadata)
     else:
         thread_id = options.thread
         thread = _thread(agent, thread_id)
@@ -362,7 +465,7 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         decisions = _given_decisions(options, waiting or list(thread.asked_requests))
         if decisions is None and waiting:
             if console is None or not interactive:
-                _explain_wait(waiting, thread_id, output)
+                explain_wait(waiting, thread_id, output)
                 return EXIT_CODES["interrupted"]
             to_ask = waiting
         events = functools.partial(agent.stream_resume, thread_id, decisions=decisions)
@@ -370,12 +473,10 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         if to_ask and console is not None:
             answers = ask(to_ask, console, directory)
             events = functools.partial(agent.stream_resume, thread_id, decisions=answers)
-        result = asyncio.run(_consume(events(), output))
+        result = asyncio.run(consume(events(), output))
         while result.stop_reason == "interrupted" and console is not None and interactive:
             decided = ask(list(result.interrupts), console, directory)
-            result = asyncio.run(
-                _consume(agent.stream_resume(thread_id, decisions=decided), output)
-            )
+            result = asyncio.run(consume(agent.stream_resume(thread_id, decisions=decided), output))
     except KeyboardInterrupt:
         output.close()
         output.notice(f"Stopped. The thread is saved; continue it with: tether resume {thread_id}")
@@ -384,25 +485,31 @@ def _drive(options: argparse.Namespace, agent: Agent[Any], directory: Path, outp
         raise  # a bad decision or setting, a busy thread, a broken database: one line
     except TetherError as exc:  # the run ended in an error
         output.error(str(exc))
-        output.notice(
-            f'The thread keeps what the run did; go on with: tether run --thread {thread_id} "..."'
-        )
+        output.notice(failed(thread_id))
         return EXIT_CODES["error"]
     finally:
         output.close()
     return _ended(result, thread_id, output)
 
 
+def failed(thread_id: str) -> str:
+    """How to go on from a run that ended in an error."""
+    return (
+        f"The thread keeps what the run did. Try the run again from its last step with: "
+        f'tether resume {thread_id}, or go on with: tether run --thread {thread_id} "..."'
+    )
+
+
 def _ended(result: RunResult[Any], thread_id: str, output: Output) -> int:
     """Say how to go on from a run that did not complete; the exit code."""
     if result.stop_reason == "interrupted":
-        _explain_wait(list(result.interrupts), thread_id, output)
+        explain_wait(list(result.interrupts), thread_id, output)
     elif result.stop_reason in ("budget", "timeout", "loop"):
         output.notice(_why_stopped(result.stop_reason, thread_id))
     return EXIT_CODES[result.stop_reason]
 
 
-async def _consume(events: AsyncIterator[Event], output: Output) -> RunResult[Any]:
+async def consume(events: AsyncIterator[Event], output: Output) -> RunResult[Any]:
     """Show the events; the main run's result."""
     from tether.events import RunFinished
 
@@ -452,7 +559,7 @@ def _given_decisions(
         raise ConfigurationError(f"cannot read the decisions: {exc}") from None
 
 
-def _explain_wait(requests: list[ApprovalRequest], thread_id: str, output: Output) -> None:
+def explain_wait(requests: list[ApprovalRequest], thread_id: str, output: Output) -> None:
     from tether.cli._render import call_line
     from tether.messages import ToolCall
 

@@ -14,7 +14,7 @@ from tether.cli._render import call_line, result_note
 from tether.errors import ConfigurationError
 from tether.messages import AssistantMessage, ToolResultMessage, UserMessage, to_json
 
-__all__ = ["command", "status"]
+__all__ = ["command", "list_threads", "status"]
 
 
 def command(options: argparse.Namespace, url: str) -> int:
@@ -25,7 +25,7 @@ def command(options: argparse.Namespace, url: str) -> int:
 async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> int:
     try:
         if options.command == "threads":
-            await _list(checkpointer, options.limit, options.json)
+            await list_threads(checkpointer, options.limit, as_json=options.json)
             return 0
         if options.command == "delete":
             if not await checkpointer.delete(options.thread):
@@ -52,7 +52,11 @@ def status(thread: Thread) -> str:
     return thread.stop_reason
 
 
-async def _list(checkpointer: Checkpointer, limit: int, as_json: bool) -> None:
+async def list_threads(
+    checkpointer: Checkpointer, limit: int, *, as_json: bool, mark: str | None = None
+) -> None:
+    """Print the latest `limit` threads, one line (or JSON object) each; `mark` is the
+    thread a session is on."""
     infos = (await checkpointer.threads())[: max(limit, 0)]
     rows: list[dict[str, Any]] = []
     for info in infos:
@@ -76,7 +80,8 @@ async def _list(checkpointer: Checkpointer, limit: int, as_json: bool) -> None:
     for row in rows:
         task: str = row["task"]
         task = task if len(task) <= 60 else task[:59] + "…"
-        print(f"{row['thread_id']}  {_ago(row['updated']):>8}  {row['status']:<22} {task}")
+        here = "*" if row["thread_id"] == mark else " " if mark else ""
+        print(f"{here}{row['thread_id']}  {_ago(row['updated']):>8}  {row['status']:<22} {task}")
 
 
 def _ago(stamp: float) -> str:

@@ -41,6 +41,11 @@ def needs_trust(loaded: Loaded) -> dict[str, Any]:
         weakening["safe_paths"] = table["safe_paths"]
     if table.get("network") is True:
         weakening["network"] = True
+    if table.get("mode") in ("accept-edits", "yes"):
+        weakening["mode"] = table["mode"]
+    commands = table.get("commands")
+    if isinstance(commands, Mapping) and commands.get("allow"):
+        weakening["commands"] = {"allow": commands["allow"]}
     database = table.get("checkpointer")
     if isinstance(database, str) and not _inside_project(database):
         weakening["checkpointer"] = database
@@ -105,6 +110,11 @@ def describe(weakening: Mapping[str, Any]) -> str:
         parts.append("lets writes to " + ", ".join(weakening["safe_paths"]) + " skip approval")
     if "network" in weakening:
         parts.append("lets sandboxed commands use the network")
+    if "mode" in weakening:
+        parts.append(f"sets the permission mode {weakening['mode']!r}")
+    if "commands" in weakening:
+        allowed = ", ".join(weakening["commands"]["allow"])
+        parts.append(f"lets the commands {allowed} run without asking")
     if "checkpointer" in weakening:
         parts.append(f"keeps the run records at {weakening['checkpointer']}")
     return "; ".join(parts)
@@ -122,6 +132,8 @@ def _without(loaded: Loaded, weakening: Mapping[str, Any]) -> Loaded:
     for key in weakening:
         if key == "interrupt_on":
             settings.interrupt_on = {**settings.interrupt_on, **DEFAULT_GATES}
+        elif key == "commands":  # its deny list only makes the run safer: it stays
+            settings.commands = settings.commands.model_copy(update={"allow": []})
         else:
             setattr(
                 settings, key, Settings.model_fields[key].get_default(call_default_factory=True)
