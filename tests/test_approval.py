@@ -218,8 +218,11 @@ async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
 
     decisions = [Approve(), Reject(), Reject(), Reject()]
     resumed = [e async for e in agent.stream_resume(result.thread_id, decisions=decisions)]  # type: ignore[attr-defined]
-    ran = [e.call.id for e in resumed if isinstance(e, ToolCallFinished)]
+    finished = [e for e in resumed if isinstance(e, ToolCallFinished)]
+    ran = [e.call.id for e in finished if e.decided is None]
     assert ran == ["w1", "l1"]  # rejected calls are answered without running
+    rejected = [e.call.id for e in finished if e.decided == "rejected"]
+    assert rejected == ["w2", "w3", "w4"]  # and each is reported, with how it was decided
     assert resumed[-1].result.output == "finished"
     assert resumed[-1].result.files == {"/a.md": b"A"}
 

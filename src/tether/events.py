@@ -84,11 +84,13 @@ class ToolCallStarted:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
-    """A tool call finished; `result.is_error` tells whether it failed."""
+    """A tool call finished; `result.is_error` tells whether it failed. `decided` is
+    "rejected" or "answered" when a person's decision stood in for running it."""
 
     path: AgentPath
     call: ToolCall
     result: ToolResult
+    decided: Literal["rejected", "answered"] | None = None
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -507,9 +507,11 @@ class _Run:
                 self._rewrite_call(calls[i])
             elif isinstance(decision, Reject):
                 text = prompts.render("rejected", message=decision.message or "no reason given")
-                results[i] = ToolResult.of(call, text, is_error=True)
+                results[i] = result = ToolResult.of(call, text, is_error=True)
+                self.state.emit(ToolCallFinished(self.state.path, call, result, "rejected"))
             elif isinstance(decision, Respond):
-                results[i] = ToolResult.of(call, decision.message)
+                results[i] = result = ToolResult.of(call, decision.message)
+                self.state.emit(ToolCallFinished(self.state.path, call, result, "answered"))
         return False
 
     def _rewrite_call(self, call: ToolCall) -> None:

@@ -422,3 +422,19 @@ def test_a_warning_is_one_line(project: Path) -> None:
     warned = [line for line in done.stderr.splitlines() if "/nope" in line]
     assert warned == ["warning: no skills read from /nope: No such directory: /nope"]
     assert "SkillWarning" not in done.stderr
+
+
+def test_a_thread_keeps_its_model_and_limits_unless_a_flag_says_otherwise(
+    project: Path,
+) -> None:
+    notes = scripted(project, "notes.json", [[NOTES], "Wrote the notes."])
+    waiting = tether(project, "run", "--model", notes, "--max-steps", "7", "--no-sandbox", "go")
+    assert waiting.returncode == 3, waiting.stderr
+    thread = _only_thread(project)
+    # No --model: the thread's own, not the default (the offline model, here).
+    resumed = tether(project, "resume", thread, "--approve", "--no-sandbox")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "Wrote the notes." in resumed.stdout
+    other = scripted(project, "other.json", ["x", "x", "From the flag."])  # its third reply
+    again = tether(project, "run", "--thread", thread, "-q", "--model", other, "more")
+    assert again.stdout == "From the flag.\n"

@@ -8,10 +8,12 @@ from pathlib import Path
 from rich.console import Console
 
 from tether import create_agent
+from tether.approval import ApprovalRequest, Respond
 from tether.capabilities.local_context import LocalContext
+from tether.cli._approve import ask
 from tether.cli._render import RichOutput, agent_label, call_line
-from tether.events import ModelDelta, RunFinished, StepFinished
-from tether.messages import ToolCall, Usage
+from tether.events import ApprovalRequested, ModelDelta, RunFinished, StepFinished, ToolCallFinished
+from tether.messages import ToolCall, ToolResult, Usage
 from tether.models import ScriptedModel
 
 
@@ -92,3 +94,72 @@ def test_a_symlinked_agents_file_is_remembered_by_its_target(tmp_path: Path) -> 
     (tmp_path / "AGENTS.md").unlink()
     (tmp_path / "AGENTS.md").write_text("# Mine\n")
     assert _agents_file(tmp_path) == ["/AGENTS.md"]
+
+
+def printed(*events: object) -> str:
+    buffer = io.StringIO()
+    output = RichOutput(Console(file=buffer, width=120))
+    for event in events:
+        output.event(event)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def finished_call(call: ToolCall, text: str, **given: object) -> ToolCallFinished:
+    error = bool(given.pop("is_error", False))
+    return ToolCallFinished(("main",), call, ToolResult.of(call, text, is_error=error), **given)  # type: ignore[arg-type]
+
+
+def test_a_failed_command_is_a_red_cross_with_its_last_lines() -> None:
+    make = ToolCall("execute", {"command": "make"}, id="c1")
+    lines = "\n".join(f"line {n}" for n in range(1, 11))
+    out = printed(finished_call(make, f"{lines}\n[exit code 2]"))
+    assert "✗ execute make — exit code 2" in out
+    assert "… 6 more lines (tether show THREAD)" in out
+    assert "│ line 7" in out
+    assert "│ line 10" in out
+    assert "line 6\n" not in out
+    assert "✓" not in out
+    fine = printed(finished_call(make, "ok\n[exit code 0]"))
+    assert "✓ execute make" in fine
+    assert "│ ok" in fine
+
+
+def test_decided_calls_say_how_and_an_unasked_edit_shows_its_change() -> None:
+    write = ToolCall("write_file", {"file_path": "/a.md", "content": "one\ntwo\n"}, id="w1")
+    rejected = "Rejected by the user: not now. Do not retry this call as it was."
+    out = printed(finished_call(write, rejected, is_error=True, decided="rejected"))
+    assert "✗ write_file /a.md — Rejected by the user: not now." in out
+    answered = printed(finished_call(write, "use b.md instead", decided="answered"))
+    assert "↩ write_file /a.md — answered: use b.md instead" in answered
+    unasked = printed(finished_call(write, "Wrote /a.md"))
+    assert "✓ write_file /a.md\n    + one\n    + two\n" in unasked
+    edit = ToolCall(
+        "edit_file", {"file_path": "/a.md", "old_string": "one", "new_string": "1"}, id="e1"
+    )
+    asked = ApprovalRequested(("main",), (ApprovalRequest("e1", "edit_file", {}, ("approve",)),))
+    assert "- one\n    + 1" in printed(finished_call(edit, "Edited"))
+    assert "- one" not in printed(asked, finished_call(edit, "Edited"))  # the question showed it
+
+
+def test_a_call_that_cannot_succeed_is_not_asked_about(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("one\none\n")
+    requests = [
+        ApprovalRequest("w", "write_file", {"file_path": "/a.md", "content": "x"}, ("approve",)),
+        ApprovalRequest(
+            "e1", "edit_file", {"file_path": "/a.md", "old_string": "two", "new_string": "2"}, ()
+        ),
+        ApprovalRequest(
+            "e2", "edit_file", {"file_path": "/a.md", "old_string": "one", "new_string": "1"}, ()
+        ),
+        ApprovalRequest("e3", "edit_file", {"file_path": "/b.md", "old_string": "x"}, ()),
+    ]
+    buffer = io.StringIO()
+    decisions = ask(requests, Console(file=buffer, width=200), tmp_path)  # nothing is read
+    assert all(isinstance(d, Respond) for d in decisions)
+    said = [d.message for d in decisions]  # type: ignore[attr-defined]
+    assert said[0].startswith("Not run: /a.md already exists and write_file only creates")
+    assert "old_string was not found in /a.md" in said[1]
+    assert "old_string occurs 2 times in /a.md" in said[2]
+    assert "/b.md does not exist" in said[3]
+    assert buffer.getvalue().count("Not asked: ") == 4
+    assert "+++" not in buffer.getvalue()  # no diff of a change that will not happen

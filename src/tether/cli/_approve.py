@@ -62,6 +62,11 @@ def ask(
         if allowances is not None and allowances.covers(request.tool, request.args):
             decisions.append(Approve())
             continue
+        doomed = _cannot_succeed(request, workspace)
+        if doomed is not None:  # asking would waste the person's time: the agent is told
+            console.print(f"[yellow]Not asked: {escape(shown(doomed))}[/]")
+            decisions.append(Respond(f"Not run: {doomed}"))
+            continue
         console.rule(f"[bold]Approval {number} of {len(requests)}: {request.tool}[/]")
         _show(request, console, workspace)
         decision = _decide(request, console, always=allowances is not None)
@@ -96,8 +101,45 @@ def _show(request: ApprovalRequest, console: Console, workspace: FilesystemBacke
     console.print(_syntax(shown(json.dumps(args, indent=2, ensure_ascii=False), keep="\n"), "json"))
 
 
+def _cannot_succeed(request: ApprovalRequest, workspace: FilesystemBackend) -> str | None:
+    """Why a file call would fail as it stands (so its diff would mislead), or None."""
+    args = request.args
+    if request.tool not in ("write_file", "edit_file") or not isinstance(args, Mapping):
+        return None
+    path = args.get("file_path")
+    if not isinstance(path, str):
+        return None
+    try:  # through the backend, as the call will go
+        text: str | None = asyncio.run(workspace.read(path)).decode("utf-8")
+    except BackendError:
+        text = None
+    except UnicodeDecodeError:
+        return None  # the tool says what it makes of such a file
+    if request.tool == "write_file":
+        if text is None:
+            return None
+        return f"{path} already exists and write_file only creates files; read it, then edit_file"
+    return _edit_fails(path, text, args)
+
+
+def _edit_fails(path: str, text: str | None, args: Mapping[str, Any]) -> str | None:
+    if text is None:
+        return f"{path} does not exist; write_file creates it"
+    old = str(args.get("old_string", ""))
+    count = text.count(old) if old else 0
+    if count == 0:
+        return f"old_string was not found in {path}; read the file and copy the text exactly"
+    if count > 1 and not args.get("replace_all"):
+        return (
+            f"old_string occurs {count} times in {path}; add surrounding lines to make it "
+            "unique, or set replace_all"
+        )
+    return None
+
+
 def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> str | None:
-    """The change a write_file or edit_file call would make, as a unified diff."""
+    """The change a write_file or edit_file call would make, as a unified diff (asked
+    only of calls that can succeed: see `_cannot_succeed`)."""
     path = args.get("file_path")
     if tool not in ("write_file", "edit_file") or not isinstance(path, str):
         return None
@@ -109,10 +151,7 @@ def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> s
         after = str(args.get("content", ""))
     else:
         old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-        if old and old in before:
-            after = before.replace(old, new, -1 if args.get("replace_all") else 1)
-        else:  # the edit will fail; show what it asks for
-            before, after = old, new
+        after = before.replace(old, new, -1 if args.get("replace_all") else 1)
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
     )

@@ -3,6 +3,7 @@ per line for scripts (`--json`), or only the answer (`--quiet`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -53,6 +54,10 @@ _MAIN_ARGUMENT = {
     "execute": "command",
     "task": "subagent_type",
 }
+OUTPUT_LINES = 4
+"""The last lines of a command's output shown under its call."""
+DIFF_LINES = 8
+"""The lines of an unasked edit's change shown under its call."""
 TODO_MARKS = {"completed": "[green]✔[/]", "in_progress": "[yellow]▶[/]", "pending": "○"}
 
 
@@ -112,6 +117,16 @@ def result_note(result: ToolResult, limit: int = 100) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _exit_code(result: ToolResult) -> int | None:
+    """The exit code `execute` reported on its last line, if any."""
+    lines = result.text.rstrip().splitlines()
+    last = lines[-1] if lines else ""
+    if last.startswith("[exit code ") and last.endswith("]"):
+        with contextlib.suppress(ValueError):
+            return int(last.removeprefix("[exit code ").removesuffix("]"))
+    return None
+
+
 def stats(usage: Usage, cost: float | None, steps: int, seconds: float) -> str:
     price = "cost unknown" if cost is None else f"${cost:.4f}"
     return f"{steps} steps · {usage.total_tokens:,} tokens · {price} · {seconds:.1f}s"
@@ -134,6 +149,8 @@ class RichOutput:
         self.last_said = ""
         self.live: Live | None = None
         self.spinner: Spinner | None = None
+        self.asked: set[str] = set()
+        """Calls a person was asked about: their change was shown then."""
 
     # -- the footer --------------------------------------------------------------
 
@@ -183,7 +200,7 @@ class RichOutput:
         elif isinstance(event, ToolCallStarted):
             self.activity = f"running {call_line(event.call, 40)}"
         elif isinstance(event, ToolCallFinished):
-            self._tool_line(label, event.call, event.result)
+            self._tool_line(label, event)
         elif isinstance(event, TodosUpdated):
             self._todos(label, event.todos)
         elif isinstance(event, Compacted):
@@ -197,6 +214,7 @@ class RichOutput:
                 self._answer(event.result.output)
                 self._summary(event.result)
         elif isinstance(event, ApprovalRequested):
+            self.asked.update(r.call_id for r in event.requests)  # the person saw these
             self.pause()
 
     def _progress(self, label: str, event: ModelDelta | StepFinished) -> None:
@@ -222,16 +240,66 @@ class RichOutput:
             self.console.print(self.text, markup=False)
             self.text = ""
 
-    def _tool_line(self, label: str, call: ToolCall, result: ToolResult) -> None:
+    def _tool_line(self, label: str, event: ToolCallFinished) -> None:
+        """One line for the call: ✓, ✗ with why (an error, a non-zero exit, a person's
+        rejection) or ↩ for an answer given instead; then what a person should see of
+        it (a command's last lines, the change an edit made without a question)."""
         from rich.markup import escape
 
         self._flush()
+        call, result = event.call, event.result
         who = f"[magenta]{escape(label)}[/] " if label else ""
-        if result.is_error:
+        line = escape(call_line(call))
+        exit_code = _exit_code(result) if call.name == "execute" else None
+        if event.decided == "answered":
             note = escape(result_note(result))
-            self.console.print(f"  {who}[red]✗[/] {escape(call_line(call))} [dim]— {note}[/]")
+            self.console.print(f"  {who}[cyan]↩[/] {line} [dim]— answered: {note}[/]")
+        elif result.is_error:
+            note = escape(result_note(result))
+            self.console.print(f"  {who}[red]✗[/] {line} [dim]— {note}[/]")
+        elif exit_code:
+            self.console.print(f"  {who}[red]✗[/] {line} [dim]— exit code {exit_code}[/]")
         else:
-            self.console.print(f"  {who}[green]✓[/] {escape(call_line(call))}")
+            self.console.print(f"  {who}[green]✓[/] {line}")
+        if event.decided is not None or result.is_error:
+            return
+        if call.name == "execute":
+            self._command_output(result)
+        elif call.name in ("write_file", "edit_file") and call.id not in self.asked:
+            self._change(call)
+
+    def _command_output(self, result: ToolResult) -> None:
+        """The last lines a command printed, dim; the rest is in `tether show`."""
+        from rich.markup import escape
+
+        lines = result.text.splitlines()
+        if lines and lines[-1].startswith("[exit code "):
+            lines.pop()
+        shown_lines = [shown(line) for line in lines[-OUTPUT_LINES:]]
+        if len(lines) > OUTPUT_LINES:
+            more = len(lines) - OUTPUT_LINES
+            self.console.print(f"    [dim]… {more} more lines (tether show THREAD)[/]")
+        for line in shown_lines:
+            cut = line if len(line) <= 200 else line[:199] + "…"
+            self.console.print(f"    [dim]│ {escape(cut)}[/]")
+
+    def _change(self, call: ToolCall) -> None:
+        """What an edit that ran without a question changed, in a few diff lines."""
+        from rich.markup import escape
+
+        args = call.args if isinstance(call.args, dict) else {}
+        if call.name == "edit_file":
+            before = str(args.get("old_string", "")).splitlines()
+            after = str(args.get("new_string", "")).splitlines()
+        else:
+            before, after = [], str(args.get("content", "")).splitlines()
+        lines = [("red", "-", line) for line in before] + [("green", "+", line) for line in after]
+        for style, sign, line in lines[:DIFF_LINES]:
+            text = shown(line)
+            text = text if len(text) <= 200 else text[:199] + "…"
+            self.console.print(f"    [{style}]{sign} {escape(text)}[/]")
+        if len(lines) > DIFF_LINES:
+            self.console.print(f"    [dim]… {len(lines) - DIFF_LINES} more lines[/]")
 
     def _todos(self, label: str, todos: tuple[Todo, ...]) -> None:
         from rich.markup import escape
