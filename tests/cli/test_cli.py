@@ -438,3 +438,28 @@ def test_a_thread_keeps_its_model_and_limits_unless_a_flag_says_otherwise(
     other = scripted(project, "other.json", ["x", "x", "From the flag."])  # its third reply
     again = tether(project, "run", "--thread", thread, "-q", "--model", other, "more")
     assert again.stdout == "From the flag.\n"
+
+
+def test_the_agents_own_files_go_under_dot_tether(project: Path) -> None:
+    long_answer = "\n".join(f"finding {n}" for n in range(12_000))  # past the eviction limit
+    script = {
+        "Report at length": [long_answer],
+        "": [
+            [
+                {
+                    "tool": "task",
+                    "args": {"subagent_type": "general-purpose", "description": "Report at length"},
+                }
+            ],
+            [{"tool": "read_file", "args": {"file_path": "/large_tool_results/call_0_0"}}],
+            "Read it back.",
+        ],
+    }
+    big = scripted(project, "big.json", script)
+    done = tether(project, "run", "--no-sandbox", "--yes", "--model", big, "report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ read_file /large_tool_results/call_0_0" in done.stdout
+    saved = project / ".tether" / "large_tool_results" / "call_0_0"
+    assert saved.read_text().startswith("finding 0\nfinding 1\n")
+    assert not (project / "large_tool_results").exists()  # never in the user's tree
+    assert sorted(p.name for p in project.iterdir()) == [".tether", "README.md"]

@@ -315,9 +315,12 @@ def build_agent(
     """The agent the settings describe, working on `directory` through `backend`; the
     calls `allowances` covers run without a question."""
     from tether import Limits, create_agent
+    from tether.backends.composite import CompositeBackend
     from tether.backends.permissions import Rule
+    from tether.backends.sandbox.base import SandboxBackend
+    from tether.capabilities.base import Capability
     from tether.capabilities.local_context import LocalContext
-    from tether.capabilities.sandbox import CommandPolicy
+    from tether.capabilities.sandbox import CommandPolicy, Sandbox
     from tether.models.resolve import OFFLINE_NOTICE, infer_model
 
     settings = loaded.settings
@@ -332,23 +335,23 @@ def build_agent(
     if settings.mode == "plan":
         rules.append(Rule(["write"], ["/**"], "deny"))
     prompt = [settings.system_prompt, _PLAN_PROMPT if settings.mode == "plan" else None]
-    sandboxed = hasattr(backend, "execute")
+    shell: list[Capability] = []
+    if isinstance(backend, SandboxBackend):  # `execute` on the sandbox, files routed
+        policy = CommandPolicy(deny=settings.commands.deny) if settings.commands.deny else None
+        shell.append(Sandbox(backend, policy))
     common: dict[str, Any] = {
         "limits": Limits(
             max_steps=settings.max_steps,
             max_cost_usd=settings.max_cost,
             timeout_seconds=settings.timeout,
         ),
-        "backend": backend,
+        "backend": CompositeBackend(backend, _working_files(directory)),
         "permissions": [*rules, *(r.rule() for r in settings.permissions)],
         "skills": settings.skills,
         "memory": memory,
-        "capabilities": [LocalContext(directory)],
+        "capabilities": [LocalContext(directory), *shell],
         "checkpointer": _checkpointer_url(loaded, directory),
         "system_prompt": "\n\n".join(p for p in prompt if p) or None,
-        "command_policy": CommandPolicy(deny=settings.commands.deny)
-        if sandboxed and settings.commands.deny
-        else None,
     }
     # The gates may name only tools the agent has (the model's profile may leave some
     # out), so the tools are looked at first.
@@ -362,6 +365,28 @@ def build_agent(
         )
     allowed = allowances if allowances is not None else Allowances.of(settings)
     return create_agent(model, interrupt_on=gates(settings, tools, allowed), **common)
+
+
+def _working_files(directory: Path) -> dict[str, Backend]:
+    """The agent's own files (large tool results, the history compaction saves) routed
+    to `.tether/`, out of the user's tree and out of every sandboxed command's reach."""
+    from tether.backends.filesystem import FilesystemBackend
+    from tether.backends.hostfs import Root
+    from tether.capabilities.compaction import HISTORY_DIR
+    from tether.capabilities.eviction import EVICTION_DIR
+
+    routes: dict[str, Backend] = {}
+    for route in (EVICTION_DIR, HISTORY_DIR):
+        inside = f"/.tether{route}"
+        try:  # made without following a link: a repository could plant one there
+            os.close(Root(directory).make_dirs(inside))
+        except (BackendError, OSError) as exc:
+            raise ConfigurationError(
+                f"the agent's working directory {inside} cannot be made in the project "
+                f"({exc}); a directory on the way is a symbolic link or not a directory"
+            ) from None
+        routes[route] = FilesystemBackend(directory / inside.lstrip("/"))
+    return routes
 
 
 def _agents_file(directory: Path) -> list[str]:
