@@ -104,6 +104,9 @@ def test_a_run_streams_its_work_and_stops_for_approval_until_resumed(project: Pa
     assert thread in listed.stdout
     assert "waiting for approval" in listed.stdout
     assert "Write notes." in listed.stdout
+    pending = tether(project, "show", thread).stdout
+    assert f"# {thread} · waiting for approval\nmodel: {model(project)}\nstarted: " in pending
+    assert f"waiting for approval: write_file /NOTES.md (tether resume {thread})" in pending
 
     waiting = tether(project, "resume", thread, "--model", model(project), "--no-sandbox")
     assert waiting.returncode == 3  # no terminal and no decision: it says how, and waits
@@ -120,6 +123,7 @@ def test_a_run_streams_its_work_and_stops_for_approval_until_resumed(project: Pa
     assert "you: Write notes." in shown.stdout
     assert "agent: I wrote NOTES.md." in shown.stdout
     assert "  ✓ write_file /NOTES.md" in shown.stdout
+    assert "spent: 6 model calls · " in shown.stdout  # the subagent's call included
     history = json.loads(tether(project, "show", thread, "--json").stdout)
     assert history[0]["content"][0]["text"] == "Write notes."
 

@@ -163,3 +163,17 @@ def test_a_call_that_cannot_succeed_is_not_asked_about(tmp_path: Path) -> None:
     assert "/b.md does not exist" in said[3]
     assert buffer.getvalue().count("Not asked: ") == 4
     assert "+++" not in buffer.getvalue()  # no diff of a change that will not happen
+
+
+def test_show_gives_a_commands_whole_output_and_its_exit_code() -> None:
+    from tether.cli._threads import _result_lines
+
+    make = ToolCall("execute", {"command": "make"}, id="c1")
+    lines = "\n".join(f"line {n}" for n in range(1, 11))
+    shown = _result_lines("execute make", ToolResult.of(make, f"{lines}\n[exit code 2]"))
+    assert shown[0] == "  ✗ execute make — exit code 2"
+    assert shown[1:] == [*(f"    │ line {n}" for n in range(1, 11)), "    │ [exit code 2]"]
+    read = ToolCall("read_file", {"file_path": "/a"}, id="r1")
+    assert _result_lines("read_file /a", ToolResult.of(read, "x\n[exit code 1]")) == [
+        "  ✓ read_file /a"  # only a command has an exit code
+    ]

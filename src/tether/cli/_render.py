@@ -42,6 +42,8 @@ __all__ = [
     "RichOutput",
     "agent_label",
     "call_line",
+    "exit_code",
+    "shown",
 ]
 
 _MAIN_ARGUMENT = {
@@ -117,7 +119,7 @@ def result_note(result: ToolResult, limit: int = 100) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def _exit_code(result: ToolResult) -> int | None:
+def exit_code(result: ToolResult) -> int | None:
     """The exit code `execute` reported on its last line, if any."""
     lines = result.text.rstrip().splitlines()
     last = lines[-1] if lines else ""
@@ -250,15 +252,15 @@ class RichOutput:
         call, result = event.call, event.result
         who = f"[magenta]{escape(label)}[/] " if label else ""
         line = escape(call_line(call))
-        exit_code = _exit_code(result) if call.name == "execute" else None
+        code = exit_code(result) if call.name == "execute" else None
         if event.decided == "answered":
             note = escape(result_note(result))
             self.console.print(f"  {who}[cyan]↩[/] {line} [dim]— answered: {note}[/]")
         elif result.is_error:
             note = escape(result_note(result))
             self.console.print(f"  {who}[red]✗[/] {line} [dim]— {note}[/]")
-        elif exit_code:
-            self.console.print(f"  {who}[red]✗[/] {line} [dim]— exit code {exit_code}[/]")
+        elif code:
+            self.console.print(f"  {who}[red]✗[/] {line} [dim]— exit code {code}[/]")
         else:
             self.console.print(f"  {who}[green]✓[/] {line}")
         if event.decided is not None or result.is_error:

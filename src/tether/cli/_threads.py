@@ -8,11 +8,19 @@ import json
 import time
 from typing import Any
 
-from tether.checkpoint.base import Checkpointer, open_checkpointer
+from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
 from tether.checkpoint.journal import Thread, read_thread
-from tether.cli._render import call_line, result_note
+from tether.cli._render import call_line, exit_code, result_note
+from tether.cli._render import shown as escaped
 from tether.errors import ConfigurationError
-from tether.messages import AssistantMessage, ToolResultMessage, UserMessage, to_json
+from tether.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+    to_json,
+)
 
 __all__ = ["command", "list_threads", "status"]
 
@@ -37,7 +45,14 @@ async def _command(options: argparse.Namespace, checkpointer: Checkpointer) -> i
             raise ConfigurationError(
                 f"there is no thread {options.thread}; `tether threads` lists them"
             )
-        print(to_json(thread.messages) if options.json else _conversation(thread))
+        if options.json:
+            print(json.dumps(json.loads(to_json(thread.messages)), indent=2, ensure_ascii=False))
+            return 0
+        info = next(
+            (t for t in await checkpointer.threads() if t.thread_id == thread.thread_id), None
+        )
+        print(_details(thread, info))
+        print(_conversation(thread))
         return 0
     finally:
         await checkpointer.close()
@@ -92,9 +107,35 @@ def _ago(stamp: float) -> str:
     return f"{int(seconds)}s ago"
 
 
+def _details(thread: Thread, info: ThreadInfo | None) -> str:
+    """The thread's model, times, spending, and the calls waiting for a decision."""
+    recorded = thread.metadata.get("cli", {})
+    model = recorded.get("model", "unknown") if isinstance(recorded, dict) else "unknown"
+    usage, cost = thread.total_usage, thread.total_cost_usd
+    price = "cost unknown" if cost is None else f"${cost:.4f}"
+    lines = [f"# {thread.thread_id} · {status(thread)}", f"model: {model}"]
+    if info is not None:
+        lines.append(f"started: {_when(info.created)} · last written: {_when(info.updated)}")
+    lines.append(
+        f"spent: {usage.requests:,} model calls · {usage.input_tokens:,} tokens in · "
+        f"{usage.output_tokens:,} out · {price} (subagents included)"
+    )
+    for request in thread.requests:
+        args = request.args if isinstance(request.args, str) else dict(request.args)
+        call = call_line(ToolCall(request.tool, args, id=request.call_id))
+        lines.append(f"waiting for approval: {call} (tether resume {thread.thread_id})")
+    return "\n".join(lines)
+
+
+def _when(stamp: float) -> str:
+    moment = time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+    return f"{moment} ({_ago(stamp)})"
+
+
 def _conversation(thread: Thread) -> str:
-    """The thread as a person reads it: prompts, answers, and one line per tool call."""
-    lines = [f"# {thread.thread_id} · {status(thread)}"]
+    """The thread as a person reads it: prompts, answers, one line per tool call, and
+    what commands printed."""
+    lines: list[str] = []
     calls: dict[str, Any] = {}
     for message in thread.messages:
         if isinstance(message, UserMessage):
@@ -107,6 +148,16 @@ def _conversation(thread: Thread) -> str:
             for result in message.results:
                 call = calls.get(result.call_id)
                 shown = call_line(call) if call is not None else result.name
-                mark = f"✗ {shown} — {result_note(result)}" if result.is_error else f"✓ {shown}"
-                lines.append(f"  {mark}")
+                lines += _result_lines(shown, result)
     return "\n".join(lines)
+
+
+def _result_lines(call: str, result: ToolResult) -> list[str]:
+    """A call's outcome, and a command's whole output."""
+    if result.is_error:
+        return [f"  ✗ {call} — {result_note(result)}"]
+    if result.name != "execute":
+        return [f"  ✓ {call}"]
+    code = exit_code(result)
+    output = [f"    │ {escaped(line)}" for line in result.text.splitlines()]
+    return [f"  ✗ {call} — exit code {code}" if code else f"  ✓ {call}", *output]
