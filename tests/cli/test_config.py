@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tether.cli._config import load
+from tether.cli._trust import needs_trust
 from tether.errors import ConfigurationError
 
 
@@ -53,3 +54,21 @@ def test_the_sandbox_variable_takes_the_usual_words(
     assert load(tmp_path, {"TETHER_SANDBOX": word}, {}).settings.sandbox == value
     with pytest.raises(ConfigurationError, match="env TETHER_SANDBOX"):
         load(tmp_path, {"TETHER_SANDBOX": "maybe"}, {})
+
+
+def test_the_users_own_file_sits_under_the_projects(tmp_path: Path) -> None:
+    mine = tmp_path / "config" / "tether" / "config.toml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text('model = "anthropic:claude-sonnet-4-5"\nmax_steps = 9\nmode = "accept-edits"\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tether.toml").write_text("max_steps = 5\n")
+    loaded = load(project, {"XDG_CONFIG_HOME": str(tmp_path / "config")}, {})
+    assert loaded.settings.model == "anthropic:claude-sonnet-4-5"
+    assert loaded.sources["model"] == f"user config {mine}"
+    assert loaded.settings.max_steps == 5  # the project's file comes after the user's
+    assert loaded.settings.mode == "accept-edits"  # the user's own: no trust asked
+    assert needs_trust(loaded) == {}
+    mine.write_text("max_steps = [")
+    with pytest.raises(ConfigurationError, match=r"cannot read .*config.toml"):
+        load(project, {"XDG_CONFIG_HOME": str(tmp_path / "config")}, {})

@@ -1,5 +1,7 @@
-"""The command's settings, layered: defaults, then the project file (`tether.toml`, or
-`[tool.tether]` in `pyproject.toml`), then `TETHER_*` environment variables, then flags.
+"""The command's settings, layered: defaults, then the user's own file
+(`$XDG_CONFIG_HOME/tether/config.toml`, by default `~/.config/tether/config.toml`), then
+the project file (`tether.toml`, or `[tool.tether]` in `pyproject.toml`), then `TETHER_*`
+environment variables, then what the thread continued last ran with, then flags.
 Each value remembers the layer it came from, for `tether config`."""
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ __all__ = [
     "RuleSettings",
     "Settings",
     "changed",
+    "config_dir",
     "load",
+    "user_file",
 ]
 
 MODES = {
@@ -191,13 +195,12 @@ def load(
     sources: dict[str, str] = {}
     file, table = _project_file(directory)
     layers: list[tuple[str, Mapping[str, Any]]] = []
+    mine = user_file(environ)
+    if mine.is_file():
+        layers.append(("user config " + str(mine), _read_toml(mine)))
     if file is not None:
         layers.append((_describe(file), table))
-    from_env: dict[str, Any] = {ENVIRONMENT[k]: v for k, v in environ.items() if k in ENVIRONMENT}
-    if "sandbox" in from_env:  # a variable is text: "1", "yes", "off", "auto" ...
-        word = from_env["sandbox"].strip().lower()
-        from_env["sandbox"] = _ENV_FLAGS.get(word, word)
-    layers.append(("env", from_env))
+    layers.append(("env", _from_environment(environ)))
     if thread is not None:
         recorded = {k: v for k, v in thread[1].items() if k in RECORDED}
         layers.append((f"thread {thread[0]}", recorded))
@@ -221,6 +224,14 @@ def load(
     return Loaded(settings, sources, file, table, _describe(file) if file else "")
 
 
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {ENVIRONMENT[k]: v for k, v in environ.items() if k in ENVIRONMENT}
+    if "sandbox" in found:  # a variable is text: "1", "yes", "off", "auto" ...
+        word = found["sandbox"].strip().lower()
+        found["sandbox"] = _ENV_FLAGS.get(word, word)
+    return found
+
+
 def changed(loaded: Loaded, key: str, value: Any, source: str) -> Loaded:
     """`loaded` with one setting changed (checked as any other), said to come from `source`."""
     values = {**loaded.settings.model_dump(), key: value}
@@ -230,6 +241,24 @@ def changed(loaded: Loaded, key: str, value: Any, source: str) -> Loaded:
         raise ConfigurationError(_explain(exc, {key: source})) from None
     sources = {**loaded.sources, key: source}
     return Loaded(settings, sources, loaded.file, loaded.project, loaded.project_source)
+
+
+def config_dir(environ: Mapping[str, str]) -> Path:
+    """The user's tether directory: `$XDG_CONFIG_HOME/tether`, by default ~/.config/tether."""
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tether"
+
+
+def user_file(environ: Mapping[str, str]) -> Path:
+    """The user's own settings, under every project's."""
+    return config_dir(environ) / "config.toml"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from None
 
 
 def _project_file(directory: Path) -> tuple[Path | None, dict[str, Any]]:

@@ -226,6 +226,10 @@ def _config(loaded: Loaded, as_json: bool) -> int:
             )
         )
         return 0
+    from tether.cli._config import user_file
+
+    mine = user_file(os.environ)
+    print(f"# user file: {mine}{'' if mine.is_file() else ' (none)'}")
     print(
         f"# project file: {loaded.file or 'none (tether.toml or [tool.tether] in pyproject.toml)'}"
     )

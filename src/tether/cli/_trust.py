@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.cli._config import DEFAULT_GATES, Loaded, Settings
+from tether.cli._config import DEFAULT_GATES, Loaded, Settings, config_dir
 from tether.errors import ConfigurationError
 
 __all__ = ["needs_trust", "trust_file", "trusted"]
@@ -61,8 +61,7 @@ def _inside_project(url: str) -> bool:
 
 def trust_file(environ: Mapping[str, str]) -> Path:
     """Where the answers are kept."""
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "tether" / "trusted.json"
+    return config_dir(environ) / "trusted.json"
 
 
 def trusted(
