@@ -182,3 +182,25 @@ def test_no_user_namespaces_is_a_clear_error(
     monkeypatch.setenv("PATH", str(fake.parent))
     with pytest.raises(ConfigurationError, match="No permissions to create new namespace"):
         LocalSandbox(tmp_path / "ws")
+
+
+def test_a_composite_over_a_sandbox_runs_commands_there(tmp_path: Path) -> None:
+    from tether.backends import CompositeBackend, StateBackend
+
+    shell = UnsafeLocalShell(tmp_path / "ws")
+    routed = CompositeBackend(shell, {"/scratch/": StateBackend()})
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("write_file", {"file_path": "/scratch/n.md", "content": "x"}, id="w"),
+                ToolCall("execute", {"command": "echo hi > out.txt; ls"}, id="x"),
+            ],
+            "done",
+        ]
+    )
+    result = create_agent(model, backend=routed, command_policy=CommandPolicy(deny=["rm"])).run(
+        "go"
+    )
+    assert result.output == "done"
+    assert (tmp_path / "ws" / "out.txt").read_text() == "hi\n"
+    assert not (tmp_path / "ws" / "scratch").exists()  # the routed file is elsewhere

@@ -336,3 +336,25 @@ def test_a_subagent_shares_the_parents_deps() -> None:
         for r in m.results
     ]
     assert sub_results == ["ada"]
+
+
+def test_a_subagent_can_be_given_tools_by_name() -> None:
+    @tool
+    def lint(path: str) -> str:
+        """Lint a file."""
+        return f"{path}: clean"
+
+    reader_model = ScriptedModel(["nothing to change"])
+    reader = SubAgent(
+        "reader", "Reads and reports.", tools=["read_file", "grep", "lint"], model=reader_model
+    )
+    parent = create_agent(
+        ScriptedModel([[delegate("look", "reader")], "ok"]), tools=[lint], subagents=[reader]
+    )
+    assert parent.run("go").output == "ok"
+    offered = {t.name for t in reader_model.requests[0].tools}
+    assert offered == {"read_file", "grep", "lint"}  # no writes, no todos, nothing else
+
+    wrong = SubAgent("wrong", "Cannot.", tools=["read_file", "teleport"])
+    with pytest.raises(ConfigurationError, match=r"subagent 'wrong' names tools .*'teleport'"):
+        create_agent(ScriptedModel(["x"]), subagents=[wrong])

@@ -23,6 +23,7 @@ from tether.approval import (
     match_decisions,
 )
 from tether.backends.base import Backend
+from tether.backends.composite import CompositeBackend
 from tether.backends.permissions import Policy, Rule
 from tether.backends.sandbox.base import SandboxBackend
 from tether.backends.state import StateBackend
@@ -622,27 +623,32 @@ def create_agent(
         subagents,
         general_purpose_subagent and general.enabled is not False,
         general,
-        lambda spec: create_agent(
-            resolved if spec.model is None else spec.model,
-            tools=tool_list if spec.tools is None else spec.tools,
-            system_prompt="\n\n".join(
-                part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
+        lambda spec: _only_named(
+            spec,
+            tool_list,
+            lambda tools, profile: create_agent(
+                resolved if spec.model is None else spec.model,
+                tools=tools,
+                profile=profile,
+                system_prompt="\n\n".join(
+                    part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
+                ),
+                limits=spec.limits or without_spending_limits(limits),
+                capabilities=spec.capabilities,
+                model_settings=model_settings if spec.model is None else None,
+                prices=prices,
+                backend=backend,
+                permissions=spec.permissions,
+                tool_token_limit_before_evict=tool_token_limit_before_evict,
+                filesystem=filesystem,
+                todos=todos,
+                subagents=spec.subagents,
+                general_purpose_subagent=False,
+                compaction=compaction,
+                command_policy=command_policy,
+                skills=skills,
+                memory=memory,
             ),
-            limits=spec.limits or without_spending_limits(limits),
-            capabilities=spec.capabilities,
-            model_settings=model_settings if spec.model is None else None,
-            prices=prices,
-            backend=backend,
-            permissions=spec.permissions,
-            tool_token_limit_before_evict=tool_token_limit_before_evict,
-            filesystem=filesystem,
-            todos=todos,
-            subagents=spec.subagents,
-            general_purpose_subagent=False,
-            compaction=compaction,
-            command_policy=command_policy,
-            skills=skills,
-            memory=memory,
         ),
     )
     price_book = PriceBook(prices, model=resolved)
@@ -757,6 +763,8 @@ def _knowledge_capabilities(
 def _shell_capabilities(
     backend: Backend | None, policy: CommandPolicy | Callable[[str], str | None] | None
 ) -> tuple[Capability, ...]:
+    if isinstance(backend, CompositeBackend):  # commands run where the default files are
+        backend = backend.default
     if not isinstance(backend, SandboxBackend):
         if policy is not None:
             raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
@@ -814,6 +822,32 @@ def _subagent_capabilities(
     if not chosen:
         return ()
     return (Subagents({name: (spec, build(spec)) for name, spec in chosen.items()}),)
+
+
+def _only_named(
+    spec: SubAgent,
+    parent_tools: tuple[Tool, ...],
+    build: Callable[[Sequence[Any], HarnessProfile | None], Agent[Any]],
+) -> Agent[Any]:
+    """The subagent `spec` describes, built by `build(tools, profile)`: when its `tools`
+    name tools, it has only those (and the tools it was given)."""
+    if spec.tools is None:
+        return build(parent_tools, None)
+    names = {t for t in spec.tools if isinstance(t, str)}
+    given = [t for t in spec.tools if not isinstance(t, str)]
+    mine = [*given, *(t for t in parent_tools if t.name in names)]
+    agent = build(mine, None)
+    if not names:
+        return agent
+    have = set(agent._plan.tools)
+    kept = names | {t.name for t in agent.tools}
+    unknown = names - have
+    if unknown:
+        raise ConfigurationError(
+            f"subagent {spec.name!r} names tools it cannot have: {sorted(unknown)}; "
+            f"the tools it can have: {', '.join(sorted(have))}"
+        )
+    return build(mine, HarnessProfile(excluded_tools=frozenset(have - kept)))
 
 
 def _profiled_tools(tools: tuple[Tool, ...], profile: HarnessProfile) -> tuple[Tool, ...]:

@@ -19,6 +19,9 @@ class CompositeBackend:
     """`routes` maps a directory ("/memories/") to the backend holding it; everything
     else goes to `default`. A backend sees paths relative to its route ("/memories/a.md"
     is "/a.md" to it); results keep the full paths. `ls /` shows the routes.
+
+    When `default` is a `SandboxBackend`, an agent on the composite gets `execute` there:
+    commands see the default's files, not the routed ones.
     """
 
     def __init__(self, default: Backend, routes: Mapping[str, Backend]) -> None:

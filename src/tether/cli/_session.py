@@ -321,10 +321,8 @@ def build_agent(
     from tether import Limits, create_agent
     from tether.backends.composite import CompositeBackend
     from tether.backends.permissions import Rule
-    from tether.backends.sandbox.base import SandboxBackend
-    from tether.capabilities.base import Capability
     from tether.capabilities.local_context import LocalContext
-    from tether.capabilities.sandbox import CommandPolicy, Sandbox
+    from tether.capabilities.sandbox import CommandPolicy
     from tether.models.resolve import OFFLINE_NOTICE, infer_model
 
     settings = loaded.settings
@@ -339,10 +337,6 @@ def build_agent(
     if settings.mode == "plan":
         rules.append(Rule(["write"], ["/**"], "deny"))
     prompt = [settings.system_prompt, _PLAN_PROMPT if settings.mode == "plan" else None]
-    shell: list[Capability] = []
-    if isinstance(backend, SandboxBackend):  # `execute` on the sandbox, files routed
-        policy = CommandPolicy(deny=settings.commands.deny) if settings.commands.deny else None
-        shell.append(Sandbox(backend, policy))
     common: dict[str, Any] = {
         "limits": Limits(
             max_steps=settings.max_steps,
@@ -353,9 +347,12 @@ def build_agent(
         "permissions": [*rules, *(r.rule() for r in settings.permissions)],
         "skills": settings.skills,
         "memory": memory,
-        "capabilities": [LocalContext(directory), *shell],
+        "capabilities": [LocalContext(directory)],
         "checkpointer": _checkpointer_url(loaded, directory),
         "system_prompt": "\n\n".join(p for p in prompt if p) or None,
+        "command_policy": CommandPolicy(deny=settings.commands.deny)
+        if settings.commands.deny and hasattr(backend, "execute")
+        else None,
     }
     # The gates may name only tools the agent has (the model's profile may leave some
     # out), so the tools are looked at first.

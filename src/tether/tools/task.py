@@ -36,7 +36,9 @@ class SubAgent:
     """A kind of agent the `task` tool can start.
 
     Unset fields come from the parent: `tools=None` gives the parent's tools and
-    `model=None` its model. `permissions` apply on top of the parent's, so a subagent
+    `model=None` its model. `tools` may also name tools (`["read_file", "grep"]`): the
+    built-in ones and the parent's, by name; then the subagent has only the tools named
+    or given. `permissions` apply on top of the parent's, so a subagent
     can be narrower, never wider. `limits` are its own, inside the parent's budget.
     `subagents` lets it delegate in turn, up to `Limits.max_subagent_depth`.
     """
@@ -44,7 +46,7 @@ class SubAgent:
     name: str
     description: str
     system_prompt: str | None = None
-    tools: Sequence[Tool | Callable[..., Any]] | None = None
+    tools: Sequence[Tool | Callable[..., Any] | str] | None = None
     model: Model | str | None = None
     permissions: Sequence[Rule] = ()
     capabilities: Sequence[Capability] = ()
