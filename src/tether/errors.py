@@ -185,4 +185,9 @@ class TetherWarning(UserWarning):
 
 
 class CostUnknownWarning(TetherWarning):
-    """A cost limit is set, but the price of the model in use is unknown."""
+    """A cost limit is set, but the price of the model in use is unknown; `model` is its
+    "provider:model" name."""
+
+    def __init__(self, message: str, model: str = "") -> None:
+        super().__init__(message)
+        self.model = model

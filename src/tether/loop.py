@@ -370,10 +370,13 @@ class _Run:
         if self.agent.limits.max_cost_usd is None or self.warned_unknown_cost:
             return
         self.warned_unknown_cost = True
+        model = self.agent.model
         warnings.warn(
-            f"max_cost_usd is set, but the price of model {self.agent.model.name!r} is "
-            "unknown, so its cost is counted as zero; pass prices={...} to create_agent",
-            CostUnknownWarning,
+            CostUnknownWarning(
+                f"max_cost_usd is set, but the price of model {model.name!r} is unknown, so "
+                "its cost is counted as zero; pass prices={...} to create_agent",
+                model=f"{model.provider}:{model.name}" if model.provider else model.name,
+            ),
             stacklevel=2,
         )
 

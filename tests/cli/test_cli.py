@@ -467,3 +467,64 @@ def test_the_agents_own_files_go_under_dot_tether(project: Path) -> None:
     assert saved.read_text().startswith("finding 0\nfinding 1\n")
     assert not (project / "large_tool_results").exists()  # never in the user's tree
     assert sorted(p.name for p in project.iterdir()) == [".tether", "README.md"]
+
+
+def test_mcp_servers_subagents_and_prices_come_from_the_project_file(project: Path) -> None:
+    server = Path(__file__).parents[1] / "mcp_servers" / "demo.py"
+    (project / "tether.toml").write_text(
+        f"""
+system_prompt = "Answer in one line."
+
+[prices."test:extend.json"]
+input_per_mtok = 1000
+output_per_mtok = 1000
+
+[[mcp_servers]]
+name = "demo"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(server))}]
+
+[[subagents]]
+name = "reader"
+description = "Reads files and reports."
+prompt = "You only read."
+tools = ["read_file", "ls"]
+"""
+    )
+    script = {
+        "Count the files": ["Two files."],
+        "": [
+            [{"tool": "demo_add", "args": {"a": 2, "b": 3}}],
+            [
+                {
+                    "tool": "task",
+                    "args": {"subagent_type": "reader", "description": "Count the files"},
+                }
+            ],
+            "Five, and two files.",
+        ],
+    }
+    extend = scripted(project, "extend.json", script)
+    refused = tether(project, "run", "--no-sandbox", "--model", extend, "go")
+    assert refused.returncode == 2  # the project's servers and prices need the user's trust
+    assert "starts or connects to the MCP servers demo" in refused.stderr
+    assert "sets the prices that --max-cost counts with" in refused.stderr
+    done = tether(project, "run", "--trust", "--no-sandbox", "--model", extend, "--json", "go")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    results = {e["call"]["name"]: e["result"] for e in events if e["kind"] == "tool_call_finished"}
+    assert results["demo_add"]["content"][0]["text"] == "5"
+    assert results["task"]["content"][0]["text"] == "Two files."
+    (end,) = [e for e in events if e["kind"] == "run_finished" and e["path"] == ["main"]]
+    assert end["output"] == "Five, and two files."
+    assert end["cost_usd"] > 1  # a thousand dollars per million tokens
+
+
+def test_warnings_speak_the_commands_language(project: Path) -> None:
+    answer = scripted(project, "answer.json", ["Done."])
+    done = tether(project, "run", "--max-cost", "1", "--model", answer, "--no-sandbox", "go")
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("warning: --max-cost is set, but the price of test:answer.json")
+    assert '[prices."test:answer.json"] input_per_mtok = ...' in line
+    assert "create_agent" not in line

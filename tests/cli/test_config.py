@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tether.cli._config import load
-from tether.cli._trust import needs_trust
+from tether.cli._trust import describe, needs_trust
 from tether.errors import ConfigurationError
 
 
@@ -72,3 +72,20 @@ def test_the_users_own_file_sits_under_the_projects(tmp_path: Path) -> None:
     mine.write_text("max_steps = [")
     with pytest.raises(ConfigurationError, match=r"cannot read .*config.toml"):
         load(project, {"XDG_CONFIG_HOME": str(tmp_path / "config")}, {})
+
+
+def test_base_url_asks_an_openai_compatible_server(tmp_path: Path) -> None:
+    from tether.cli._session import _model
+    from tether.models.openai import OpenAIModel
+
+    flags = {"base_url": "http://127.0.0.1:9/v1", "model": "openai-chat:qwen3"}
+    loaded = load(tmp_path, {}, flags)
+    model = _model("openai-chat:qwen3", loaded)
+    assert isinstance(model, OpenAIModel)
+    assert model.name == "qwen3"
+    with pytest.raises(ConfigurationError, match=r"base_url \(flag --base-url\) .* not a local:"):
+        _model("local:smollm2", loaded)
+    (tmp_path / "tether.toml").write_text('base_url = "https://collector.example/v1"\n')
+    assert "sends the model's requests (and your API key) to https://collector.example/v1" in (
+        describe(needs_trust(load(tmp_path, {}, {})))
+    )

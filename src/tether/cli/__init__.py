@@ -78,7 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:
-    """A warning as a person reads it: one line, without Python's file and line."""
+    """A warning as a person reads it: one line, without Python's file and line, in
+    the command's words."""
+    from tether.errors import CostUnknownWarning
+
+    if isinstance(message, CostUnknownWarning):
+        message = (
+            f"--max-cost is set, but the price of {message.model} is unknown, so its cost "
+            f'counts as zero; give it in tether.toml: [prices."{message.model}"] '
+            "input_per_mtok = ..., output_per_mtok = ... (US dollars per million tokens)"
+        )
     print(f"warning: {message}", file=sys.stderr)
 
 
@@ -269,6 +278,11 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
     _trust_option(command)
     add = command.add_argument
     add("--model", metavar="PROVIDER:MODEL", help="e.g. anthropic:claude-sonnet-4-5")
+    add(
+        "--base-url",
+        metavar="URL",
+        help="ask the model at this URL (an OpenAI-compatible server: --model openai-chat:NAME)",
+    )
     mode = command.add_mutually_exclusive_group()
     mode.add_argument(
         "--mode",

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tether.backends.hostfs import Root
 from tether.backends.permissions import Rule
@@ -52,6 +60,7 @@ ENVIRONMENT = {
     "TETHER_SANDBOX": "sandbox",
     "TETHER_CHECKPOINTER": "checkpointer",
     "TETHER_MODE": "mode",
+    "TETHER_BASE_URL": "base_url",
 }
 """The environment variables read, and the setting each one sets."""
 
@@ -103,6 +112,60 @@ class CommandSettings(BaseModel):
         return [" ".join(prefix.split()) for prefix in prefixes]
 
 
+class PriceSettings(BaseModel):
+    """One `[prices."provider:model"]` table: US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cache_read_per_mtok: float | None = Field(None, ge=0)
+    cache_write_per_mtok: float | None = Field(None, ge=0)
+
+
+class MCPSettings(BaseModel):
+    """One `[[mcp_servers]]` entry: a command to start (stdio) or a `url` (HTTP)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    prefix: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> MCPSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server {self.name!r} needs a command or a url, not both")
+        return self
+
+
+class SubagentSettings(BaseModel):
+    """One `[[subagents]]` entry: a kind of agent the `task` tool can start."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = Field(min_length=1)
+    prompt: str | None = None
+    """Its own instructions."""
+    tools: list[str] | None = None
+    """The names of the only tools it has (unset: the agent's own)."""
+    model: str | None = None
+
+    _spelled = field_validator("model")(lambda cls, model: _spelled_model(model))
+
+
+def _spelled_model(model: str | None) -> str | None:
+    if model is not None:
+        try:
+            parse_model(model)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+    return model
+
+
 class Settings(BaseModel):
     """Everything `tether run` can be told, with its default."""
 
@@ -136,15 +199,15 @@ class Settings(BaseModel):
     system_prompt: str | None = None
     """Instructions added to tether's own system prompt."""
 
-    @field_validator("model")
-    @classmethod
-    def _spelled(cls, model: str | None) -> str | None:
-        if model is not None:
-            try:
-                parse_model(model)
-            except ConfigurationError as exc:
-                raise ValueError(str(exc)) from None
-        return model
+    base_url: str | None = None
+    """Where an `anthropic:`, `openai:` or `openai-chat:` model is asked (an
+    OpenAI-compatible server, a proxy)."""
+    prices: dict[str, PriceSettings] = {}
+    """Prices of models genai-prices does not know, by "provider:model" or "model"."""
+    mcp_servers: list[MCPSettings] = []
+    subagents: list[SubagentSettings] = []
+
+    _spelled = field_validator("model")(lambda cls, model: _spelled_model(model))
 
     @field_validator("checkpointer")
     @classmethod

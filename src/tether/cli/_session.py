@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tether.checkpoint.base import Checkpointer
     from tether.checkpoint.journal import Thread
     from tether.events import Event
+    from tether.models.base import Model
 
 __all__ = [
     "build_agent",
@@ -58,6 +59,7 @@ _SETTING_FLAGS = (
     "safe_paths",
     "sandbox",
     "mode",
+    "base_url",
 )
 # Never the agent's to touch, whatever the configured rules say: the run records, and git.
 _PROTECTED = (
@@ -318,16 +320,17 @@ def build_agent(
 ) -> Agent[str]:
     """The agent the settings describe, working on `directory` through `backend`; the
     calls `allowances` covers run without a question."""
-    from tether import Limits, create_agent
+    from tether import Limits, Price, SubAgent, create_agent
     from tether.backends.composite import CompositeBackend
     from tether.backends.permissions import Rule
     from tether.capabilities.local_context import LocalContext
     from tether.capabilities.sandbox import CommandPolicy
-    from tether.models.resolve import OFFLINE_NOTICE, infer_model
+    from tether.mcp import MCPServer
+    from tether.models.resolve import OFFLINE_NOTICE
 
     settings = loaded.settings
     assert settings.model is not None  # load() fills it in
-    model = infer_model(settings.model)
+    model = _model(settings.model, loaded)
     if model.provider == "local" and loaded.sources["model"].startswith("default"):
         output.notice(OFFLINE_NOTICE, dim=True)
     memory = settings.memory
@@ -350,6 +353,21 @@ def build_agent(
         "capabilities": [LocalContext(directory)],
         "checkpointer": _checkpointer_url(loaded, directory),
         "system_prompt": "\n\n".join(p for p in prompt if p) or None,
+        "prices": {name: Price(**price.model_dump()) for name, price in settings.prices.items()},
+        "mcp_servers": [  # a command starts in the project, as `execute`'s do
+            MCPServer(**server.model_dump(), cwd=str(directory) if server.command else None)
+            for server in settings.mcp_servers
+        ],
+        "subagents": [
+            SubAgent(
+                s.name,
+                s.description,
+                system_prompt=s.prompt,
+                tools=s.tools,
+                model=None if s.model is None else _model(s.model, loaded),
+            )
+            for s in settings.subagents
+        ],
         "command_policy": CommandPolicy(deny=settings.commands.deny)
         if settings.commands.deny and hasattr(backend, "execute")
         else None,
@@ -366,6 +384,28 @@ def build_agent(
         )
     allowed = allowances if allowances is not None else Allowances.of(settings)
     return create_agent(model, interrupt_on=gates(settings, tools, allowed), **common)
+
+
+def _model(spec: str, loaded: Loaded) -> Model:
+    """The model `spec` names, asked at the settings' `base_url` when one is set."""
+    from tether.models.resolve import infer_model, parse_model
+
+    url = loaded.settings.base_url
+    if url is None:
+        return infer_model(spec)
+    provider, name = parse_model(spec)
+    if provider == "anthropic":
+        from tether.models.anthropic import AnthropicModel
+
+        return AnthropicModel(name, base_url=url)
+    if provider in ("openai", "openai-chat"):
+        from tether.models.openai import OpenAIModel
+
+        return OpenAIModel(name, base_url=url, api="chat" if provider == "openai-chat" else None)
+    raise ConfigurationError(
+        f"base_url ({loaded.sources['base_url']}) is where an anthropic:, openai: or "
+        f"openai-chat: model is asked, not a {provider}: one"
+    )
 
 
 def _working_files(directory: Path) -> dict[str, Backend]:

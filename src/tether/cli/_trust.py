@@ -46,6 +46,9 @@ def needs_trust(loaded: Loaded) -> dict[str, Any]:
     commands = table.get("commands")
     if isinstance(commands, Mapping) and commands.get("allow"):
         weakening["commands"] = {"allow": commands["allow"]}
+    for key in ("mcp_servers", "base_url", "prices"):
+        if table.get(key):
+            weakening[key] = table[key]
     database = table.get("checkpointer")
     if isinstance(database, str) and not _inside_project(database):
         weakening["checkpointer"] = database
@@ -116,6 +119,15 @@ def describe(weakening: Mapping[str, Any]) -> str:
         parts.append(f"lets the commands {allowed} run without asking")
     if "checkpointer" in weakening:
         parts.append(f"keeps the run records at {weakening['checkpointer']}")
+    if "mcp_servers" in weakening:
+        names = ", ".join(
+            str(s.get("name")) for s in weakening["mcp_servers"] if isinstance(s, dict)
+        )
+        parts.append(f"starts or connects to the MCP servers {names}")
+    if "base_url" in weakening:
+        parts.append(f"sends the model's requests (and your API key) to {weakening['base_url']}")
+    if "prices" in weakening:
+        parts.append("sets the prices that --max-cost counts with")
     return "; ".join(parts)
 
 
