@@ -286,3 +286,25 @@ def test_runs_of_one_thread_keep_their_histories_side_by_side(tmp_path: object) 
     assert len(files) >= 2
     assert files == [f"/conversation_history/t/{n}.md" for n in range(1, len(files) + 1)]
     assert "## User\n\nfirst" in result.files[files[0]].decode()
+
+
+def test_a_thread_can_be_compacted_between_runs(tmp_path: object) -> None:
+    def reply(request: ModelRequest) -> Turn:
+        if request.system_prompt and "summar" in request.system_prompt.lower():
+            return "SUMMARY: the user asked three questions."
+        return f"answer {sum(isinstance(m, UserMessage) for m in request.messages)}"
+
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = create_agent(FunctionModel(reply), checkpointer=url)
+    for question in ("one?", "two?", "three?"):
+        agent.run(question, thread_id="t")
+    (done,) = agent.compact("t")
+    assert done.how == "summary"
+    assert done.history_path == "/conversation_history/t/1.md"
+    history = agent.history("t")
+    assert "SUMMARY: the user asked three questions." in history[0].text
+    assert [m.text for m in history[1:]] == ["answer 3"]  # the latest exchange is kept
+    assert agent.compact("t") == []  # only the summary is older than the latest exchange
+    assert agent.run("four?", thread_id="t").output == "answer 2"  # the summary and four
+    with pytest.raises(ConfigurationError, match="no thread 'nope' to compact"):
+        agent.compact("nope")

@@ -39,7 +39,7 @@ from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
 from tether.errors import ConfigurationError, describe
-from tether.events import Event
+from tether.events import Compacted, Event
 from tether.limits import Limits, without_spending_limits
 from tether.messages import (
     AssistantMessage,
@@ -306,6 +306,35 @@ class Agent(Generic[OutputT]):
     def abandon(self, thread_id: str, *, wait: float = 0.0) -> bool:
         """`aabandon` for code without an event loop."""
         return _run_sync(lambda: self.aabandon(thread_id, wait=wait))
+
+    async def acompact(self, thread_id: str, *, wait: float = 0.0) -> list[Compacted]:
+        """Make the thread's history as small as it goes now, between runs: the older
+        messages are saved and summarized as when a run nears the model's window, and
+        the latest exchange is kept. The summary is recorded as a run of its own (its
+        cost counts in the thread's). What was done, as `Compacted` events (none when
+        there was nothing to compact). `wait` is as for `arun`.
+        """
+        from tether.loop import compact_thread
+
+        done: list[Compacted] = []
+        async with self._hold(thread_id, "compact", wait) as (journal, thread):
+            if not thread.exists:
+                raise ConfigurationError(f"there is no thread {thread_id!r} to compact")
+            if thread.unfinished:
+                raise ConfigurationError(
+                    f"thread {thread_id!r} has an unfinished run; resume() or abandon() it first"
+                )
+            await compact_thread(
+                self,
+                journal,
+                thread,
+                lambda e: done.append(e) if isinstance(e, Compacted) else None,
+            )
+        return done
+
+    def compact(self, thread_id: str, *, wait: float = 0.0) -> list[Compacted]:
+        """`acompact` for code without an event loop."""
+        return _run_sync(lambda: self.acompact(thread_id, wait=wait))
 
     async def athreads(self) -> list[ThreadInfo]:
         """The checkpointer's threads, the most recently written first."""

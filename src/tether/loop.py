@@ -29,6 +29,7 @@ from tether.approval import (
     decision_from_json,
 )
 from tether.errors import (
+    ConfigurationError,
     CostUnknownWarning,
     ModelError,
     OutputError,
@@ -127,6 +128,39 @@ async def execute_run(
         run.recorded = (thread.results, thread.started)
         run.decisions = {k: decision_from_json(v) for k, v in thread.decisions.items()}
     return await run.execute()
+
+
+async def compact_thread(
+    agent: Agent[Any], journal: Journal, thread: Thread, emit: Callable[[Event], None]
+) -> None:
+    """Compact `thread`'s history now, as a run of its own that calls no tool: set up as
+    a run is, summarized by `agent`'s compaction, recorded by `journal`."""
+    from tether.capabilities.compaction import ContextCompaction
+
+    hooks = agent._plan.before_model
+    compaction = next((c for c in hooks if isinstance(c, ContextCompaction)), None)
+    if compaction is None:
+        raise ConfigurationError("this agent has no compaction to use (compaction=None)")
+    budget = Budget(agent.limits)
+    state = RunState(
+        run_id=f"run_{uuid.uuid4().hex[:16]}",
+        path=("main",),
+        messages=list(thread.messages),
+        deps=None,
+        budget=budget,
+        parent=None,
+    )
+    state.emit, state.thread_id = emit, journal.thread_id
+    state.files, state.todos = dict(thread.files), thread.todos
+    await journal.begin(state, len(state.messages))
+    try:
+        for capability in agent._plan.on_run_start:
+            await capability.on_run_start(state)
+        await compaction.compact_now(state)
+    finally:
+        for capability in agent._plan.on_run_end:
+            await capability.on_run_end(state)
+    await journal.end(state, "completed", None)
 
 
 def _restore(state: RunState, budget: Budget, thread: Thread) -> None:

@@ -182,3 +182,17 @@ def test_continue_without_a_thread_says_so(project: Path) -> None:
     done = tether(project, "-c")
     assert done.returncode == 2
     assert "no thread to continue yet" in done.stderr
+
+
+def test_compact_summarizes_the_thread_in_a_session(project: Path) -> None:
+    model = scripted(project, "compact.json", ["One.", "Two."])  # the summary is "One." too
+    done = tether(
+        project, "--model", model, "--no-sandbox", stdin="first\n/compact\nsecond\n/compact\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nothing to compact: only the latest exchange is left" in done.stdout
+    assert "compacted (summary): " in done.stdout
+    assert "the full history is in /conversation_history/thread_" in done.stdout
+    saved = list((project / ".tether" / "conversation_history").glob("thread_*/1.md"))
+    assert len(saved) == 1
+    assert "first" in saved[0].read_text()

@@ -174,6 +174,15 @@ class ContextCompaction(Capability):
         meter.pending_chars = chars
         return request
 
+    async def compact_now(self, state: RunState) -> None:
+        """Make the history as small as it goes now, keeping the latest exchange: what a
+        person asks for between runs (`Agent.compact`). Streams `Compacted` if it did."""
+        window = replace(self._window, keep_tokens=None, keep_messages=1)
+        meter = _Meter(0)
+        if _cut(state.messages, meter, window) <= 1:  # one message (a summary) is as small
+            return
+        await self._compact(state, meter, window, meter.tokens(state.messages), force=True)
+
     def _fixed_chars(self, request: ModelRequest) -> int:
         """The system prompt and tool specs in characters: the same objects in every run
         of an agent, so they are measured once."""
@@ -203,7 +212,9 @@ class ContextCompaction(Capability):
             )
         return _Window(size, int(size * settings.trigger), int(size * settings.keep), 0)
 
-    async def _compact(self, state: RunState, meter: _Meter, window: _Window, before: int) -> None:
+    async def _compact(
+        self, state: RunState, meter: _Meter, window: _Window, before: int, *, force: bool = False
+    ) -> None:
         messages = state.messages
         cut = _cut(messages, meter, window)
         how: Literal["offload", "summary", "truncate"] | None = None
@@ -212,7 +223,7 @@ class ContextCompaction(Capability):
         if self.offload_chars is not None and _offload_inputs(messages, cut, self.offload_chars):
             meter.recount()
             tokens, how = meter.tokens(messages), "offload"
-        if tokens > window.trigger and cut > 0:
+        if (force or tokens > window.trigger) and cut > 0:
             history = await self._save_history(state, messages[:cut])
             head, how = await self._head(state, meter, window, messages[:cut], history)
             messages[:] = [head, *messages[cut:]]

@@ -53,6 +53,7 @@ COMMANDS = {
     "/cost": "tokens and dollars this thread has spent, subagents included",
     "/todos": "the agent's task list",
     "/allowed": 'what runs without asking ("always allow" and [commands] allow)',
+    "/compact": "summarize the thread's older messages now, keeping the latest exchange",
     "/retry": "try a stopped or failed turn again from its last step",
     "/threads": "the project's latest threads",
     "/clear": "start a new thread (this one stays: `tether chat THREAD`)",
@@ -190,6 +191,7 @@ class _Session:
             "/cost": self._cost,
             "/todos": self._todos,
             "/allowed": self._allowed,
+            "/compact": self._compact,
             "/retry": self._retry,
             "/threads": self._threads,
             "/clear": self._clear,
@@ -260,6 +262,26 @@ class _Session:
             + ("\n".join(f"  {_escape(item)}" for item in items) or "  nothing else allowed"),
             highlight=False,
         )
+
+    def _compact(self, _: str) -> None:
+        thread = self._read_thread()
+        if not thread.exists:
+            self.console.print("nothing to compact yet")
+            return
+        if thread.unfinished:
+            self.console.print("the last turn stopped midway: /retry it or send a message first")
+            return
+        with self.console.status("compacting…"):
+            done = asyncio.run(self.agent.acompact(self.thread))
+        if not done:
+            self.console.print("nothing to compact: only the latest exchange is left")
+        for event in done:
+            saved = f"; the full history is in {event.history_path}" if event.history_path else ""
+            self.console.print(
+                f"compacted ({event.how}): {event.tokens_before:,} → {event.tokens_after:,} "
+                f"tokens{saved}",
+                highlight=False,
+            )
 
     def _retry(self, _: str) -> None:
         thread = self._read_thread()
