@@ -21,3 +21,81 @@ def test_the_readme_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for number, block in enumerate(blocks, start=1):
         code = compile(block, f"README.md python block {number}", "exec")
         exec(code, namespace)
+
+
+def test_the_settings_example_is_valid(tmp_path: Path) -> None:
+    from tether.cli._config import load
+
+    (tmp_path / "tether.toml").write_text(_block("toml", "# tether.toml\n"))
+    settings = load(tmp_path, {}, {}).settings
+    assert settings.commands.allow == ["git status", "git diff", "pytest"]
+    assert [s.name for s in settings.subagents] == ["reviewer"]
+
+
+def _block(kind: str, first_line: str) -> str:
+    blocks = re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    (found,) = [b for b in blocks if b.startswith(first_line)]
+    return str(found)
+
+
+def _same_runs(lines: list[str]) -> list[str]:
+    """Lines with what differs from run to run (thread ids, token counts, times) masked."""
+    masked = [re.sub(r"thread_[0-9a-f]{16}", "thread_ID", line) for line in lines]
+    return [re.sub(r"\d[\d,]*(\.\d+)?", "N", line) if "tokens" in line else line for line in masked]
+
+
+def test_the_recorded_session_is_what_tether_prints(tmp_path: Path) -> None:
+    import json
+    import os
+    import shlex
+    import sys
+
+    import pexpect
+    import pyte
+
+    transcript = _block("text", "$ tether --model test:").rstrip("\n").splitlines()
+    script = json.loads(_block("json", "["))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "hello.py").write_text('print("hi")\n')
+    (project / "demo.json").write_text(json.dumps(script))
+    args = shlex.split(transcript[0].removeprefix("$ tether"))
+    steps: list[tuple[str | None, str]] = []
+    for line in transcript[1:]:
+        if line.startswith("> "):
+            steps.append((None, line[2:]))
+        elif "re[s]pond? " in line:
+            steps.append(("re[s]pond? ", line.split("re[s]pond? ")[1]))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    rows, columns = 200, 88
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "tether.cli", *args],
+        cwd=str(project),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(rows, columns),
+    )
+    seen = []
+    for wait, typed in steps:
+        if wait is None:
+            child.expect(r"> ?(\x08)?(\x1b\[\d*C)?")
+        else:
+            child.expect_exact(wait)
+        seen.append(child.before + child.after)
+        child.sendline(typed)
+    child.expect(pexpect.EOF)
+    seen.append(child.before)
+    screen = pyte.Screen(columns, rows)
+    pyte.Stream(screen).feed("".join(seen))
+    shown = [line.rstrip() for line in screen.display]
+    while shown and not shown[-1]:
+        shown.pop()
+    assert _same_runs(shown) == _same_runs(transcript[1:])

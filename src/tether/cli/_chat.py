@@ -151,7 +151,6 @@ class _Session:
                     explain_wait(list(result.interrupts), self.thread, output)
                     return
                 decided = self._ask_requests(list(result.interrupts))
-                output = RichOutput(self.console)
                 result = self._play(
                     self.agent.stream_resume(self.thread, decisions=decided), output
                 )
@@ -236,11 +235,11 @@ class _Session:
         thread = self._read_thread()
         usage = thread.total_usage
         cost = thread.total_cost_usd
-        price = "cost unknown (a model without a known price)" if cost is None else f"${cost:.4f}"
+        price = "cost unknown (no price known)" if cost is None else f"${cost:.4f}"
         self.console.print(
             f"thread {self.thread}: {_plural(usage.requests, 'model call')} · "
-            f"{usage.input_tokens:,} tokens in · {usage.output_tokens:,} out · {price} "
-            "(subagents included)",
+            f"{usage.input_tokens:,} tokens in · {usage.output_tokens:,} out · {price}, "
+            "subagents included",
             highlight=False,
         )
 

@@ -131,7 +131,8 @@ def exit_code(result: ToolResult) -> int | None:
 
 def stats(usage: Usage, cost: float | None, steps: int, seconds: float) -> str:
     price = "cost unknown" if cost is None else f"${cost:.4f}"
-    return f"{steps} steps · {usage.total_tokens:,} tokens · {price} · {seconds:.1f}s"
+    step = "step" if steps == 1 else "steps"
+    return f"{steps} {step} · {usage.total_tokens:,} tokens · {price} · {seconds:.1f}s"
 
 
 class RichOutput:
