@@ -23,15 +23,6 @@ def test_the_readme_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
         exec(code, namespace)
 
 
-def test_the_settings_example_is_valid(tmp_path: Path) -> None:
-    from tether.cli._config import load
-
-    (tmp_path / "tether.toml").write_text(_block("toml", "# tether.toml\n"))
-    settings = load(tmp_path, {}, {}).settings
-    assert settings.commands.allow == ["git status", "git diff", "pytest"]
-    assert [s.name for s in settings.subagents] == ["reviewer"]
-
-
 def _block(kind: str, first_line: str) -> str:
     blocks = re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.DOTALL)
     (found,) = [b for b in blocks if b.startswith(first_line)]

@@ -331,8 +331,11 @@ def test_the_readme_settings_example_is_valid(tmp_path: Path) -> None:
     shown = tether(tmp_path, "config", "--json")
     assert shown.returncode == 0, shown.stderr
     settings = json.loads(shown.stdout)["settings"]
-    assert settings["interrupt_on"] == {"execute": False, "write_file": True, "edit_file": True}
+    assert settings["interrupt_on"] == {"execute": True, "write_file": True, "edit_file": True}
     assert settings["permissions"][0]["paths"] == ["/**/.env", "/secrets/**"]
+    assert settings["commands"]["allow"] == ["git status", "git diff", "pytest"]
+    assert [s["name"] for s in settings["subagents"]] == ["reviewer"]
+    assert settings["prices"]["openai-chat:qwen3"]["output_per_mtok"] == 0.4
 
 
 def test_decisions_from_a_file_must_fit_the_waiting_calls(project: Path) -> None:
