@@ -37,12 +37,12 @@ def _same_runs(lines: list[str]) -> list[str]:
 
 def test_the_recorded_session_is_what_tether_prints(tmp_path: Path) -> None:
     import json
-    import os
     import shlex
-    import sys
 
     import pexpect
     import pyte
+
+    from tests.cli.test_chat import PROMPT, session, terminal
 
     transcript = _block("text", "$ tether --model test:").rstrip("\n").splitlines()
     script = json.loads(_block("json", "["))
@@ -57,27 +57,13 @@ def test_the_recorded_session_is_what_tether_prints(tmp_path: Path) -> None:
             steps.append((None, line[2:]))
         elif "re[s]pond? " in line:
             steps.append(("re[s]pond? ", line.split("re[s]pond? ")[1]))
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(
-        TERM="xterm",
-        PROMPT_TOOLKIT_NO_CPR="1",
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-    )
     rows, columns = 200, 88
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "tether.cli", *args],
-        cwd=str(project),
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(rows, columns),
-    )
+    env = terminal(tmp_path, COLUMNS=str(columns))
+    child = session(project, env, *args, size=(rows, columns))
     seen = []
     for wait, typed in steps:
         if wait is None:
-            child.expect(r"> ?(\x08)?(\x1b\[\d*C)?")
+            child.expect(PROMPT)
         else:
             child.expect_exact(wait)
         seen.append(child.before + child.after)

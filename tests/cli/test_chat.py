@@ -39,19 +39,27 @@ CONVERSATION = {
 }
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    """The user's own directories (history, trust) inside the test's."""
+def terminal(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a terminal session: the user's own directories (history,
+    trust) inside the test's, and no API key."""
     return environment(
         XDG_STATE_HOME=str(tmp_path / "state"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),
         PROMPT_TOOLKIT_NO_CPR="1",
-        NO_COLOR="1",  # the lines read as plain text (bold and dim stay)
         TERM="xterm",
+        **extra,
     )
 
 
-def session(project: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    return terminal(tmp_path, NO_COLOR="1")  # the lines read as plain text
+
+
+def session(
+    project: Path, env: dict[str, str], *args: str, size: tuple[int, int] = (50, 160)
+) -> pexpect.spawn:
+    """`tether ARGS` in `project` on a terminal of `size` (rows, columns)."""
     return pexpect.spawn(
         sys.executable,
         ["-m", "tether.cli", *args],
@@ -59,7 +67,7 @@ def session(project: Path, env: dict[str, str], *args: str) -> pexpect.spawn:
         env=env,
         encoding="utf-8",
         timeout=60,
-        dimensions=(50, 160),
+        dimensions=size,
     )
 
 

@@ -115,12 +115,7 @@ class Journal:
 
     async def abandon(self, thread: Thread) -> None:
         """End `thread`'s unfinished run as "cancelled", answering the calls it left."""
-        record: Record = {
-            "t": "sync",
-            "usage": _usage().dump_python(thread.usage, mode="json"),
-            "cost": thread.cost_usd,
-            "steps": thread.steps,
-        }
+        record = _spending(thread.usage, thread.cost_usd, thread.steps)
         pending = thread.pending_calls
         if pending is not None:
             answers = tuple(
@@ -144,12 +139,7 @@ class Journal:
 
     def _sync(self, state: RunState) -> Record:
         messages = state.messages
-        record: Record = {
-            "t": "sync",
-            "usage": _usage().dump_python(state.usage, mode="json"),
-            "cost": state.cost_usd,
-            "steps": state.steps,
-        }
+        record = _spending(state.usage, state.cost_usd, state.steps)
         known = self._recorded
         if known <= len(messages) and (known == 0 or messages[known - 1] is self._last):
             if known < len(messages):
@@ -170,6 +160,16 @@ class Journal:
             record["todos"] = [[t.content, t.status] for t in state.todos]
             self._todos = state.todos
         return record
+
+
+def _spending(usage: Usage, cost: float | None, steps: int) -> Record:
+    """A sync record of a run's spending so far, to add its changes to."""
+    return {
+        "t": "sync",
+        "usage": _usage().dump_python(usage, mode="json"),
+        "cost": cost,
+        "steps": steps,
+    }
 
 
 @dataclass

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tether.agent import Agent, RunResult
+    from tether.approval import ApprovalRequest, Decision
     from tether.checkpoint.journal import Thread
     from tether.events import Event
 
@@ -110,7 +111,7 @@ class _Session:
         opened = self._read_thread()
         self._greet(opened)
         if opened.requests:  # it waits for approval: ask first
-            self._turn(lambda: self.agent.stream_resume(self.thread, decisions=self._ask(opened)))
+            self._go_on(opened)
         read = self._reader()
         stopping = False
         while True:
@@ -150,7 +151,7 @@ class _Session:
                 if not self.terminal:
                     explain_wait(list(result.interrupts), self.thread, output)
                     return
-                decided = self._ask_requests(list(result.interrupts))
+                decided = self._ask(list(result.interrupts))
                 result = self._play(
                     self.agent.stream_resume(self.thread, decisions=decided), output
                 )
@@ -171,11 +172,17 @@ class _Session:
     def _play(self, events: AsyncIterator[Event], output: RichOutput) -> RunResult[Any]:
         return asyncio.run(_escapable(consume(events, output), watch=self.terminal))
 
-    def _ask(self, thread: Thread) -> list[Any]:
-        return self._ask_requests(list(thread.requests))
-
-    def _ask_requests(self, requests: list[Any]) -> list[Any]:
+    def _ask(self, requests: list[ApprovalRequest]) -> list[Decision]:
         return ask(requests, self.console, self.directory, self.allowances)
+
+    def _go_on(self, thread: Thread) -> None:
+        """Resume the thread's last run, asking first about the calls it waits on."""
+        waiting = list(thread.requests)
+        self._turn(
+            lambda: self.agent.stream_resume(
+                self.thread, decisions=self._ask(waiting) if waiting else None
+            )
+        )
 
     # -- commands ----------------------------------------------------------------
 
@@ -287,10 +294,7 @@ class _Session:
         if not thread.resumable:
             self.console.print("nothing to retry: the last turn ended")
             return
-        if thread.requests:
-            self._turn(lambda: self.agent.stream_resume(self.thread, decisions=self._ask(thread)))
-            return
-        self._turn(lambda: self.agent.stream_resume(self.thread))
+        self._go_on(thread)
 
     def _threads(self, _: str) -> None:
         from tether.cli._threads import list_threads
