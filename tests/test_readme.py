@@ -76,3 +76,15 @@ def test_the_recorded_session_is_what_tether_prints(tmp_path: Path) -> None:
     while shown and not shown[-1]:
         shown.pop()
     assert _same_runs(shown) == _same_runs(transcript[1:])
+
+
+def test_the_commands_the_readme_lists_exist() -> None:
+    import shlex
+
+    from tether.cli import _parser, _with_command
+
+    listed = _block("sh", "tether                           # a conversation")
+    for line in listed.splitlines():
+        words = shlex.split(line.split("#")[0])
+        assert words[0] == "tether", line
+        _parser().parse_args(_with_command(words[1:]))  # exits (a failure) on an unknown one

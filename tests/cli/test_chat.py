@@ -204,3 +204,14 @@ def test_compact_summarizes_the_thread_in_a_session(project: Path) -> None:
     saved = list((project / ".tether" / "conversation_history").glob("thread_*/1.md"))
     assert len(saved) == 1
     assert "first" in saved[0].read_text()
+
+
+def test_a_model_that_cannot_be_used_leaves_the_session_as_it_was(project: Path) -> None:
+    model = scripted(project, "keep.json", ["Still here."])
+    typed = "/model anthropic:claude-sonnet-4-5\n/model nonsense\n/model\nhello\n"
+    done = tether(project, "--model", model, "--no-sandbox", stdin=typed)
+    assert done.returncode == 0, done.stderr
+    assert "ANTHROPIC_API_KEY" in done.stdout  # what is missing, said in one line
+    assert "cannot tell the provider of model 'nonsense'" in done.stdout
+    assert f"model: {model}" in done.stdout
+    assert "Still here." in done.stdout

@@ -267,3 +267,29 @@ def test_the_sandbox_as_root_leaves_git_alone_and_gives_the_project_back(
     assert (repository / "made.txt").read_text() == "made\n"
     owners = {p.name: p.stat().st_uid for p in [repository, *repository.rglob("*")]}
     assert set(owners.values()) == {0}, owners  # given back when the command ended
+
+
+def test_a_shipped_thread_cannot_widen_the_users_limits_or_mode(tmp_path: Path) -> None:
+    from tether.cli._config import load
+
+    shipped = {
+        "model": "test:their.json",
+        "max_steps": 100_000,
+        "max_cost": None,
+        "timeout": 5.0,
+        "mode": "yes",  # never recorded by tether; ignored if a record has it
+    }
+    environ = {"TETHER_MAX_COST": "2", "TETHER_MAX_STEPS": "50"}
+    loaded = load(tmp_path, environ, {}, ("t1", shipped))
+    settings = loaded.settings
+    assert settings.max_steps == 50  # theirs is wider: yours holds
+    assert settings.max_cost == 2.0  # "no limit" does not lift yours
+    assert settings.timeout == 5.0  # theirs is tighter: it counts, and says so
+    assert loaded.sources["timeout"] == "thread t1 (tighter than default)"
+    assert settings.mode == "ask"
+    assert settings.model == "test:their.json"  # the thread's model, below env and flags
+    assert load(
+        tmp_path, {"TETHER_MODEL": "test:mine.json"}, {}, ("t1", shipped)
+    ).settings.model == ("test:mine.json")
+    flagged = load(tmp_path, environ, {"timeout": 60.0}, ("t1", shipped)).settings
+    assert flagged.timeout == 60.0  # a flag says otherwise

@@ -58,11 +58,7 @@ _DIRECTORY = "work on the project in DIR instead of the current directory"
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`); the exit code."""
-    parser = _parser()
-    given = list(sys.argv[1:] if argv is None else argv)
-    if not any(word in _COMMANDS or word in ("-h", "--help", "--version") for word in given):
-        given.insert(0, "chat")  # `tether`, `tether -c`, `tether --model X`: a conversation
-    options = parser.parse_args(given)
+    options = _parser().parse_args(_with_command(sys.argv[1:] if argv is None else argv))
     warnings.showwarning = _one_line
     try:
         code = _dispatch(options)
@@ -75,6 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`tether threads | head -1`): stop quietly, as git does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CODES["closed"]
+
+
+def _with_command(argv: Sequence[str]) -> list[str]:
+    """`argv` with the command it means: `tether`, `tether -c` and `tether --model X`
+    open a conversation."""
+    given = list(argv)
+    if not any(word in _COMMANDS or word in ("-h", "--help", "--version") for word in given):
+        given.insert(0, "chat")
+    return given
 
 
 def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:

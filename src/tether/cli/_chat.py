@@ -78,8 +78,10 @@ def chat(loaded: Loaded, directory: Path, thread_id: str | None, output: Output)
             '(for scripts: tether run --json "...")'
         )
     session = _Session(loaded, directory, console, thread_id)
-    with session.stack:
+    try:
         return session.hold()
+    finally:
+        session.stack.close()  # the workspace the last agent used goes back to its owners
 
 
 @dataclass
@@ -110,7 +112,7 @@ class _Session:
         self._build()
         opened = self._read_thread()
         self._greet(opened)
-        if opened.requests:  # it waits for approval: ask first
+        if opened.requests and self.terminal:  # it waits for approval: ask first
             self._go_on(opened)
         read = self._reader()
         stopping = False
@@ -136,11 +138,14 @@ class _Session:
             self._say(line)
 
     def _say(self, text: str) -> None:
-        thread = self._read_thread()
-        if thread.unfinished:  # a stopped turn (or an unanswered question) is set aside
-            asyncio.run(self.agent.aabandon(self.thread))
         metadata = run_metadata(self.loaded)
-        self._turn(lambda: self.agent.stream(text, thread_id=self.thread, metadata=metadata))
+
+        def events() -> AsyncIterator[Event]:
+            if self._read_thread().unfinished:  # a stopped turn, an unanswered question
+                asyncio.run(self.agent.aabandon(self.thread))  # is set aside
+            return self.agent.stream(text, thread_id=self.thread, metadata=metadata)
+
+        self._turn(events)
 
     def _turn(self, events: Callable[[], AsyncIterator[Event]]) -> None:
         """Play a turn to its end, asking about the calls that wait on the way."""
@@ -234,9 +239,9 @@ class _Session:
         self.console.print(f"mode: {current} — {MODES[current]}")
 
     def _change(self, key: str, value: str, source: str) -> None:
-        """Set one setting for the rest of the session, and rebuild the agent on it."""
-        self.loaded = changed(self.loaded, key, value, source)
-        self._build()
+        """Set one setting for the rest of the session, and rebuild the agent on it (a
+        setting that cannot be used leaves the session as it was)."""
+        self._build(changed(self.loaded, key, value, source))
 
     def _cost(self, _: str) -> None:
         thread = self._read_thread()
@@ -308,12 +313,16 @@ class _Session:
 
     # -- helpers -----------------------------------------------------------------
 
-    def _build(self) -> None:
-        """The agent for the current settings, on a fresh workspace."""
-        self.stack.close()
+    def _build(self, loaded: Loaded | None = None) -> None:
+        """The agent for `loaded` (default: the current settings), on a fresh workspace;
+        the one before is closed once the new one is built."""
+        loaded = loaded or self.loaded
         output = RichOutput(self.console)
-        backend = self.stack.enter_context(workspace(self.loaded, self.directory, output))
-        self.agent = build_agent(self.loaded, self.directory, output, backend, self.allowances)
+        with contextlib.ExitStack() as stack:
+            backend = stack.enter_context(workspace(loaded, self.directory, output))
+            self.agent = build_agent(loaded, self.directory, output, backend, self.allowances)
+            self.stack.close()
+            self.stack, self.loaded = stack.pop_all(), loaded
 
     def _read_thread(self) -> Thread:
         from tether.checkpoint.journal import read_thread

@@ -1,8 +1,9 @@
 """The command's settings, layered: defaults, then the user's own file
 (`$XDG_CONFIG_HOME/tether/config.toml`, by default `~/.config/tether/config.toml`), then
-the project file (`tether.toml`, or `[tool.tether]` in `pyproject.toml`), then `TETHER_*`
-environment variables, then what the thread continued last ran with, then flags.
-Each value remembers the layer it came from, for `tether config`."""
+the project file (`tether.toml`, or `[tool.tether]` in `pyproject.toml`), then the model
+the thread continued last ran with, then `TETHER_*` environment variables, then flags.
+The thread's limits count where they are tighter and no flag sets them. Each value
+remembers the layer it came from, for `tether config`."""
 
 from __future__ import annotations
 
@@ -241,8 +242,11 @@ class Loaded:
 
 
 RECORDED = ("model", "max_steps", "max_cost", "timeout")
-"""The settings a thread remembers from its last run (its permission mode is not one: a
-thread's records come from the project's `.tether/`, which a repository could ship)."""
+"""The settings a thread remembers from its last run. A thread's records come from the
+project's `.tether/`, which a repository could ship: so its model comes before your
+environment and flags, and its limits count only where they are tighter than yours (its
+permission mode is not recorded at all)."""
+_LIMITS = ("max_steps", "max_cost", "timeout")
 
 
 def load(
@@ -252,22 +256,11 @@ def load(
     thread: tuple[str, Mapping[str, Any]] | None = None,
 ) -> Loaded:
     """The settings for a run in `directory`; `flags` holds the options given (not None),
-    and `thread` the id and recorded settings of the thread continued, which come before
-    the flags."""
+    and `thread` the id and recorded settings of the thread continued (see `RECORDED`)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     file, table = _project_file(directory)
-    layers: list[tuple[str, Mapping[str, Any]]] = []
-    mine = user_file(environ)
-    if mine.is_file():
-        layers.append(("user config " + str(mine), _read_toml(mine)))
-    if file is not None:
-        layers.append((_describe(file), table))
-    layers.append(("env", _from_environment(environ)))
-    if thread is not None:
-        recorded = {k: v for k, v in thread[1].items() if k in RECORDED}
-        layers.append((f"thread {thread[0]}", recorded))
-    layers.append(("flag", flags))
+    layers = _layers(file, table, environ, flags, thread)
     for layer, given in layers:
         for key, value in given.items():
             merged = value
@@ -275,6 +268,8 @@ def load(
                 merged = {**values.get("interrupt_on", DEFAULT_GATES), **value}
             values[key] = merged
             sources[key] = _source(layer, key)
+    if thread is not None:
+        _tighter(values, sources, thread, flags)
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:
@@ -285,6 +280,50 @@ def load(
     for key in Settings.model_fields:
         sources.setdefault(key, "default")
     return Loaded(settings, sources, file, table, _describe(file) if file else "")
+
+
+def _layers(
+    file: Path | None,
+    table: Mapping[str, Any],
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any],
+    thread: tuple[str, Mapping[str, Any]] | None,
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The layers of settings, by name, the first the weakest."""
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    mine = user_file(environ)
+    if mine.is_file():
+        layers.append(("user config " + str(mine), _read_toml(mine)))
+    if file is not None:
+        layers.append((_describe(file), table))
+    if thread is not None and "model" in thread[1]:
+        layers.append((f"thread {thread[0]}", {"model": thread[1]["model"]}))
+    layers.append(("env", _from_environment(environ)))
+    layers.append(("flag", flags))
+    return layers
+
+
+def _tighter(
+    values: dict[str, Any],
+    sources: dict[str, str],
+    thread: tuple[str, Mapping[str, Any]],
+    flags: Mapping[str, Any],
+) -> None:
+    """The thread's recorded limits, where they are tighter and no flag sets them."""
+    for key in _LIMITS:
+        recorded = thread[1].get(key)
+        if key in flags:
+            continue
+        if not isinstance(recorded, int | float) or isinstance(recorded, bool):
+            continue
+        current = values.get(key, Settings.model_fields[key].default)
+        try:  # from the environment, a limit is still text here
+            tighter = current is None or recorded < float(current)
+        except (TypeError, ValueError):
+            continue  # a bad setting of yours: validation says so
+        if tighter:
+            values[key] = recorded
+            sources[key] = f"thread {thread[0]} (tighter than {sources.get(key, 'default')})"
 
 
 def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:

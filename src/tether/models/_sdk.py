@@ -78,7 +78,7 @@ def env_key(given: str | None, variable: str, *, provider: str) -> str:
     if not key:
         raise ConfigurationError(
             f"no {provider} API key: set the {variable} environment variable "
-            "or pass api_key=... (or a ready client=...)"
+            "(in Python, the model's api_key=... or client=... does too)"
         )
     return key
 
