@@ -445,6 +445,12 @@ def test_a_thread_keeps_its_model_and_limits_unless_a_flag_says_otherwise(
     other = scripted(project, "other.json", ["x", "x", "From the flag."])  # its third reply
     again = tether(project, "run", "--thread", thread, "-q", "--model", other, "more")
     assert again.stdout == "From the flag.\n"
+    ended = tether(project, "resume", thread, "--no-sandbox")
+    assert ended.returncode == 2
+    assert ended.stderr == (
+        f"error: thread {thread} has nothing to resume: its last run ended (completed); go on "
+        f'with: tether chat {thread}, or tether run --thread {thread} "..."\n'
+    )
 
 
 def test_the_agents_own_files_go_under_dot_tether(project: Path) -> None:

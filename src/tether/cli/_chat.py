@@ -360,9 +360,14 @@ class _Session:
         """A function that reads the next line: with editing and history on a terminal."""
         if not self.terminal:
             return _read_line
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.completion import WordCompleter
-        from prompt_toolkit.history import FileHistory
+        try:
+            from prompt_toolkit import PromptSession
+            from prompt_toolkit.completion import WordCompleter
+            from prompt_toolkit.history import FileHistory
+        except ImportError:
+            raise ConfigurationError(
+                "a conversation on a terminal needs prompt_toolkit: pip install 'tether[cli]'"
+            ) from None
 
         history = _history_file()
         session: PromptSession[str] = PromptSession(

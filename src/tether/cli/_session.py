@@ -522,9 +522,7 @@ def _drive(
         events = functools.partial(agent.stream, task, thread_id=thread_id, metadata=metadata)
     else:
         thread_id = options.thread
-        thread = _thread(agent, thread_id)
-        if not thread.exists:
-            raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
+        thread = _resumable(agent, thread_id)
         waiting = list(thread.requests)
         # Given twice (two terminals), the same flags answer the same calls: the second
         # is told they were decided, and never answers calls that came up since.
@@ -586,6 +584,20 @@ async def consume(events: AsyncIterator[Event], output: Output) -> RunResult[Any
             found = event.result
     assert found is not None, "a stream ends with the run's RunFinished"
     return found
+
+
+def _resumable(agent: Agent[Any], thread_id: str) -> Thread:
+    """The thread `tether resume` goes on with, or why it cannot, in the command's words."""
+    thread = _thread(agent, thread_id)
+    if not thread.exists:
+        raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
+    if not thread.resumable:
+        raise ConfigurationError(
+            f"thread {thread_id} has nothing to resume: its last run ended "
+            f"({thread.stop_reason}); go on with: tether chat {thread_id}, or "
+            f'tether run --thread {thread_id} "..."'
+        )
+    return thread
 
 
 def _check_startable(agent: Agent[Any], thread_id: str) -> None:
