@@ -527,6 +527,13 @@ tools = ["read_file", "ls"]
     (end,) = [e for e in events if e["kind"] == "run_finished" and e["path"] == ["main"]]
     assert end["output"] == "Five, and two files."
     assert end["cost_usd"] > 1  # a thousand dollars per million tokens
+    planning = tether(
+        project, "run", "--trust", "--mode", "plan", "--model", extend, "--json", "go"
+    )
+    events = [json.loads(line) for line in planning.stdout.splitlines()]
+    finished = [e for e in events if e["kind"] == "tool_call_finished"]
+    (add,) = [e["result"] for e in finished if e["call"]["name"] == "demo_add"]
+    assert add["is_error"]  # plan mode has no MCP tool: it could change anything
 
 
 def test_warnings_speak_the_commands_language(project: Path) -> None:

@@ -41,6 +41,9 @@ def test_each_mode_asks_about_what_it_says(tmp_path: Path) -> None:
     edits = {"mode": "accept-edits"}
     assert not asks(tmp_path, edits, *write)
     assert asks(tmp_path, edits, *run)
+    other = {"interrupt_on": {"read_file": True}}  # a gate of the user's own
+    assert asks(tmp_path, {**other, "mode": "plan"}, "read_file", {"file_path": "/a"})
+    assert not asks(tmp_path, {**other, "mode": "yes"}, "read_file", {"file_path": "/a"})
     for mode in ("yes", "plan"):  # plan refuses writes and has no execute: nothing to ask
         assert not asks(tmp_path, {"mode": mode}, *write)
         assert not asks(tmp_path, {"mode": mode}, *run)

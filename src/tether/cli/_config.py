@@ -46,7 +46,8 @@ __all__ = [
 MODES = {
     "ask": "file writes and commands wait for your approval",
     "accept-edits": "file writes run without asking; commands wait for your approval",
-    "plan": "read-only: the agent looks around and proposes a plan, writing and running nothing",
+    "plan": "read-only: the agent looks around and proposes a plan (no writes, commands or "
+    "MCP tools)",
     "yes": "everything runs without asking (for CI; the project's deny rules still hold)",
 }
 """The permission modes, and what each means."""

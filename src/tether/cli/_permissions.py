@@ -78,11 +78,13 @@ def gates(
 ) -> dict[str, bool | dict[str, Any]]:
     """`interrupt_on` for an agent with `tools`: each gated call waits unless the mode,
     the safe paths or the allowances let it through (looked up at each call)."""
-    if settings.mode in ("yes", "plan"):  # plan: writes are refused, nothing is asked
+    if settings.mode == "yes":
         return {}
     wanted = {name for name, on in settings.interrupt_on.items() if on and name in tools}
-    if settings.mode == "accept-edits":
+    if settings.mode in ("accept-edits", "plan"):  # plan refuses writes: none is asked
         wanted -= set(EDITS)
+    if settings.mode == "plan":
+        wanted.discard("execute")  # not there
     return {name: {"when": _asks(name, settings.safe_paths, allowances)} for name in wanted}
 
 

@@ -357,6 +357,7 @@ def build_agent(
         "mcp_servers": [  # a command starts in the project, as `execute`'s do
             MCPServer(**server.model_dump(), cwd=str(directory) if server.command else None)
             for server in settings.mcp_servers
+            if settings.mode != "plan"  # their tools may change anything
         ],
         "subagents": [
             SubAgent(
