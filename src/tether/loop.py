@@ -153,14 +153,16 @@ async def compact_thread(
     state.emit, state.thread_id = emit, journal.thread_id
     state.files, state.todos = dict(thread.files), thread.todos
     await journal.begin(state, len(state.messages))
+    stop = "error"
     try:
         for capability in agent._plan.on_run_start:
             await capability.on_run_start(state)
         await compaction.compact_now(state)
+        stop = "completed"
     finally:
         for capability in agent._plan.on_run_end:
             await capability.on_run_end(state)
-    await journal.end(state, "completed", None)
+        await journal.end(state, stop, None)  # a failed compaction leaves nothing to resume
 
 
 def _restore(state: RunState, budget: Budget, thread: Thread) -> None:
