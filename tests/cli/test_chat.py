@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -144,6 +145,7 @@ def test_a_conversation_with_approvals_a_stop_and_slash_commands(
 def test_esc_stops_a_turn_and_ctrl_c_twice_leaves(project: Path, home: dict[str, str]) -> None:
     model = scripted(project, "slow.json", {"Dig deep": [[{"pause": 60}, "x"]], "": [[SLOW]]})
     child = session(project, home, "chat", "--model", model, "--no-sandbox")
+    child.logfile_read = seen = io.StringIO()
     say(child, "dig")
     child.expect_exact("running task general-purpose: Dig deep")
     child.send("\x1b")
@@ -154,7 +156,7 @@ def test_esc_stops_a_turn_and_ctrl_c_twice_leaves(project: Path, home: dict[str,
     child.sendintr()
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0
+    assert child.exitstatus == 0, seen.getvalue()[-3000:]
 
 
 def test_a_plan_mode_session_writes_nothing_and_the_mode_can_be_switched(

@@ -80,6 +80,8 @@ def chat(loaded: Loaded, directory: Path, thread_id: str | None, output: Output)
     session = _Session(loaded, directory, console, thread_id)
     try:
         return session.hold()
+    except KeyboardInterrupt:  # a second Ctrl-C pressed before the prompt took the keys
+        return EXIT_CODES["completed"]
     finally:
         session.stack.close()  # the workspace the last agent used goes back to its owners
 
@@ -118,24 +120,19 @@ class _Session:
         stopping = False
         while True:
             try:
-                line = read()
-            except KeyboardInterrupt:
+                line = read().strip()
+                stopping = False
+                if line.startswith("/") and not self._command(line):
+                    return EXIT_CODES["completed"]
+                if line and not line.startswith("/"):
+                    self._say(line)
+            except KeyboardInterrupt:  # at the prompt, or in a command: a turn has its own
                 if stopping:
                     return EXIT_CODES["completed"]
                 stopping = True
                 self.console.print("[dim](Ctrl-C again, Ctrl-D or /exit leaves)[/]")
-                continue
             except EOFError:
                 return EXIT_CODES["completed"]
-            stopping = False
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if not self._command(line):
-                    return EXIT_CODES["completed"]
-                continue
-            self._say(line)
 
     def _say(self, text: str) -> None:
         metadata = run_metadata(self.loaded)

@@ -523,11 +523,8 @@ def _drive(
         events = functools.partial(agent.stream, task, thread_id=thread_id, metadata=metadata)
     else:
         thread_id = options.thread
-        thread = _resumable(agent, thread_id)
+        thread, decisions = _resumable(options, agent, thread_id)
         waiting = list(thread.requests)
-        # Given twice (two terminals), the same flags answer the same calls: the second
-        # is told they were decided, and never answers calls that came up since.
-        decisions = _given_decisions(options, waiting or list(thread.asked_requests))
         if decisions is None and waiting:
             if console is None or not interactive:
                 explain_wait(waiting, thread_id, output)
@@ -587,18 +584,24 @@ async def consume(events: AsyncIterator[Event], output: Output) -> RunResult[Any
     return found
 
 
-def _resumable(agent: Agent[Any], thread_id: str) -> Thread:
-    """The thread `tether resume` goes on with, or why it cannot, in the command's words."""
+def _resumable(
+    options: argparse.Namespace, agent: Agent[Any], thread_id: str
+) -> tuple[Thread, list[Decision] | dict[str, Decision] | None]:
+    """The thread `tether resume` goes on with and the decisions given for it, or why it
+    cannot, in the command's words."""
     thread = _thread(agent, thread_id)
     if not thread.exists:
         raise ConfigurationError(f"there is no thread {thread_id}; `tether threads` lists them")
-    if not thread.resumable:
+    # Given twice (two terminals), the same flags answer the same calls: the second is
+    # told they were decided, and never answers calls that came up since.
+    decisions = _given_decisions(options, list(thread.requests or thread.asked_requests))
+    if decisions is None and not thread.resumable:
         raise ConfigurationError(
             f"thread {thread_id} has nothing to resume: its last run ended "
             f"({thread.stop_reason}); go on with: tether chat {thread_id}, or "
             f'tether run --thread {thread_id} "..."'
         )
-    return thread
+    return thread, decisions
 
 
 def _check_startable(agent: Agent[Any], thread_id: str) -> None:
