@@ -106,3 +106,24 @@ def test_bad_server_configuration() -> None:
         MCPServer("x")
     with pytest.raises(ConfigurationError, match="could not list the tools"):
         create_agent(ScriptedModel(["x"]), mcp_servers=[MCPServer("gone", command="/nonexistent")])
+
+
+def test_every_argument_name_reaches_the_server() -> None:
+    call = ToolCall("demo_quote", {"context": "c", "state": "s", "function": "f"}, id="q")
+    model = ScriptedModel([[call], "done"])
+    result = create_agent(model, mcp_servers=[stdio()]).run("Quote.")
+    (answer,) = tool_results(result)
+    assert answer.text == "context=c state=s function=f"
+
+
+def test_a_server_that_cannot_be_reached_says_why() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: nothing listens
+    url = f"http://127.0.0.1:{port}/mcp"
+    with pytest.raises(ConfigurationError) as caught:
+        create_agent(ScriptedModel(["x"]), mcp_servers=[MCPServer("gone", url=url)])
+    said = str(caught.value)
+    assert said.startswith(f"could not list the tools of MCP server 'gone' ({url}): ")
+    assert "ConnectError" in said
+    assert "TaskGroup" not in said

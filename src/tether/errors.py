@@ -175,7 +175,12 @@ class RunError(TetherError):
 
 
 def describe(exc: BaseException) -> str:
-    """An exception as "Type: message", never with an empty message after the colon."""
+    """An exception as "Type: message", never with an empty message after the colon; an
+    exception group (anyio's "unhandled errors in a TaskGroup") as the errors inside it."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in exc.exceptions)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
 

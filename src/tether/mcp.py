@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.capabilities.base import Capability
-from tether.errors import ConfigurationError, ToolError
+from tether.errors import ConfigurationError, ToolError, describe
 from tether.messages import BinaryPart, TextPart
 from tether.state import RunState, ToolContext
 from tether.tools.tool import Tool
@@ -108,6 +108,11 @@ class MCPServer:
             return list((await session.list_tools()).tools)
 
 
+_CONTEXT = "\0tether_context"
+"""The keyword the tool context comes under: no argument of a server's tool is named
+so, and every argument reaches the server unchanged (one named `context` too)."""
+
+
 class _Arguments(pydantic.BaseModel):
     """Any JSON object: the MCP server checks its own arguments."""
 
@@ -129,7 +134,8 @@ class MCPTools(Capability):
                 listed = _run_sync(server.list_tools)
             except Exception as exc:
                 raise ConfigurationError(
-                    f"could not list the tools of MCP server {server.name!r}: {exc}"
+                    f"could not list the tools of MCP server {server.name!r} "
+                    f"({server.url or server.command}): {describe(exc)}"
                 ) from exc
             self._tools += [self._tool(server, t) for t in listed]
 
@@ -155,17 +161,21 @@ class MCPTools(Capability):
     def _tool(self, server: MCPServer, spec: Any) -> Tool:
         remote = spec.name
 
-        async def call(context: ToolContext, **arguments: Any) -> Any:
+        async def call(**arguments: Any) -> Any:
+            context: ToolContext = arguments.pop(_CONTEXT)
             found = context.state.data.get(_SESSIONS)
             session = found[1].get(server.name) if found else None
             if session is None or isinstance(session, Exception):
-                raise ToolError(f"MCP server {server.name!r} is not available: {session}")
+                why = describe(session) if isinstance(session, Exception) else "not connected"
+                raise ToolError(f"MCP server {server.name!r} is not available: {why}")
             try:
                 result = await session.call_tool(
                     remote, arguments, read_timeout_seconds=server.timeout_seconds
                 )
             except Exception as exc:
-                raise ToolError(f"MCP server {server.name!r} failed on {remote}: {exc}") from exc
+                raise ToolError(
+                    f"MCP server {server.name!r} failed on {remote}: {describe(exc)}"
+                ) from exc
             parts = [_part(c) for c in getattr(result, "content", None) or []]
             if getattr(result, "is_error", False):
                 raise ToolError(
@@ -181,7 +191,7 @@ class MCPTools(Capability):
             description=spec.description or remote,
             args_model=_Arguments,
             function=call,
-            context_param="context",
+            context_param=_CONTEXT,
             parameters=schema,
         )
 

@@ -30,6 +30,12 @@ def slow(seconds: float) -> str:
 
 
 @server.tool()
+def quote(context: str, state: str = "", function: str = "") -> str:
+    """Echoes arguments whose names a client might use for itself."""
+    return f"context={context} state={state} function={function}"
+
+
+@server.tool()
 def crash() -> str:
     """Kills the server process."""
     os._exit(1)
