@@ -233,3 +233,62 @@ async def test_langchain_tools_become_tether_tools() -> None:
 def test_tools_from_langchain_rejects_other_objects() -> None:
     with pytest.raises(ConfigurationError, match="BaseTool"):
         tools_from_langchain([get_weather])
+
+
+class WholeReplies(BaseChatModel):
+    """A chat model that does not stream: LangChain hands back each reply whole."""
+
+    replies: list[AIMessage]
+
+    @property
+    def _llm_type(self) -> str:
+        return "whole-replies"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        from langchain_core.outputs import ChatGeneration
+
+        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
+
+
+async def test_a_chat_model_that_does_not_stream_calls_tools() -> None:
+    chat = WholeReplies(
+        replies=[
+            AIMessage(
+                content="",
+                tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call_1"}],
+                usage_metadata={"input_tokens": 9, "output_tokens": 4, "total_tokens": 13},
+            ),
+            AIMessage(content="Sunny.", response_metadata={"finish_reason": "stop"}),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat, name="whole"), tools=[get_weather]).arun(
+        "Oslo?"
+    )
+    assert result.output == "Sunny."
+    calls = [p for m in result.messages for p in getattr(m, "tool_calls", ())]
+    assert [(c.name, c.args) for c in calls] == [("get_weather", {"city": "Oslo"})]
+
+
+def test_a_providers_chat_model_is_blocked_in_tests_unless_it_is_local() -> None:
+    from tether.errors import ProviderBlockedError
+    from tether.testing import no_real_models
+
+    class ChatProvider(WholeReplies):
+        """Stands for a provider package's chat model (langchain_openai's ChatOpenAI)."""
+
+        base_url: str | None = None
+
+    ChatProvider.__module__ = "langchain_someprovider.chat_models"
+    remote = ChatProvider(replies=[AIMessage(content="never")])
+    local = ChatProvider(replies=[AIMessage(content="Local.")], base_url="http://127.0.0.1:8/v1")
+    with no_real_models():
+        with pytest.raises(ProviderBlockedError, match=r"LangChainModel\(ChatProvider"):
+            create_agent(LangChainModel(remote, name="remote")).run("Hi")
+        assert create_agent(LangChainModel(local, name="local")).run("Hi").output == "Local."
+        mine = WholeReplies(replies=[AIMessage(content="Mine.")])  # written for the test
+        assert create_agent(LangChainModel(mine, name="mine")).run("Hi").output == "Mine."

@@ -320,7 +320,7 @@ class LoopClients(Generic[Client]):
         self._own_transport = (
             given is not None
             or options.get("http_client") is not None
-            or _on_this_machine(options.get("base_url"))
+            or on_this_machine(options.get("base_url"))
         )
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
@@ -339,7 +339,7 @@ class LoopClients(Generic[Client]):
         return client
 
 
-def _on_this_machine(url: object) -> bool:
+def on_this_machine(url: object) -> bool:
     """Whether `url` points at the loopback interface."""
     if not isinstance(url, str):
         return False

@@ -9,8 +9,13 @@ agent = create_agent(LangChainModel(ChatAnthropic(model="claude-sonnet-5-5")),
 ```
 
 The chat model keeps its own client, retries and settings; tether drives it through
-`bind_tools` and `astream`. Its thinking is shown and kept in the history, but is not
-sent back to it (LangChain has no provider-neutral way to return signed reasoning).
+`bind_tools` and `astream` (a model that does not stream gives its reply whole). Its
+thinking is shown and kept in the history, but is not sent back to it (LangChain has no
+provider-neutral way to return signed reasoning).
+
+Inside `tether.testing.no_real_models` (the pytest plugin's default), a chat model from
+a provider's package (`langchain_openai`, `langchain_anthropic`, ...) is blocked unless
+its base URL is on this machine; chat models written for a test are let through.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 
 import pydantic
 
-from tether.errors import ConfigurationError, ModelError, describe
+from tether.errors import ConfigurationError, ModelError, ProviderBlockedError, describe
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
@@ -86,6 +91,11 @@ class LangChainModel(_sdk.Adapter):
         return f"LangChainModel({type(self.chat_model).__name__}, name={self._name!r})"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        if _sdk.blocked_reason is not None and _reaches_a_provider(self.chat_model):
+            raise ProviderBlockedError(  # see tether.testing.no_real_models
+                f"{_sdk.blocked_reason} (blocked: {self!r} would reach its provider; a "
+                "chat model of your own, or one at a loopback base_url, is let through)"
+            )
         runnable = self._bound(request)
         messages = to_langchain(request.system_prompt, request.messages)
         settings = request.settings
@@ -153,7 +163,7 @@ class LangChainModel(_sdk.Adapter):
             finish == "length"
             and parts
             and isinstance(parts[-1], ToolCall)
-            and full.tool_call_chunks
+            and getattr(full, "tool_call_chunks", None)
         ):
             # Cut off mid-call: LangChain's partial parse would make it look complete.
             last = parts[-1]
@@ -258,7 +268,8 @@ def _deltas(chunk: Any, call_ids: dict[int, str]) -> list[StreamDelta]:
     text = chunk.text
     if text:
         deltas.append(StreamDelta("text", text))
-    for piece in chunk.tool_call_chunks:
+    # A model that does not stream hands back one whole AIMessage, with no chunks.
+    for piece in getattr(chunk, "tool_call_chunks", None) or ():
         index = piece.get("index") or 0
         if piece.get("id"):
             call_ids[index] = piece["id"]
@@ -278,6 +289,21 @@ def _usage(metadata: Any) -> Usage:
         cache_write_tokens=_sdk.usage_int(details.get("cache_creation")),
         requests=1,
     )
+
+
+_URL_FIELDS = ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint")
+
+
+def _reaches_a_provider(chat_model: Any) -> bool:
+    """Whether `chat_model` comes from a provider's LangChain package (langchain_openai,
+    langchain_anthropic, ...) and talks to a server off this machine."""
+    package = type(chat_model).__module__.split(".")[0]
+    if not package.startswith("langchain_") or package == "langchain_core":
+        return False
+    url = next(
+        (getattr(chat_model, f, None) for f in _URL_FIELDS if getattr(chat_model, f, None)), None
+    )
+    return not _sdk.on_this_machine(str(url)) if url is not None else True
 
 
 def _ls_params(chat_model: Any) -> dict[str, Any]:
