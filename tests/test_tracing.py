@@ -69,3 +69,43 @@ def test_a_failed_tool_call_marks_its_span(spans: InMemorySpanExporter) -> None:
 def test_no_provider_means_no_spans() -> None:
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     assert tracing.span("x", {}) is tracing._OFF
+
+
+def test_spans_carry_the_gen_ai_attributes_by_their_registered_names(
+    spans: InMemorySpanExporter, tmp_path: object
+) -> None:
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from opentelemetry.semconv.attributes import error_attributes
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from tether import ModelError
+
+    model = ScriptedModel(
+        [[ToolCall("read_file", {"file_path": "/missing"}, id="r")], ModelError("down")]
+    )
+    agent = create_agent(model, checkpointer=f"sqlite:///{tmp_path}/runs.db")
+    with pytest.raises(ModelError):
+        agent.run("go", thread_id="t1")
+    done = spans.get_finished_spans()
+    run = next(s for s in done if s.name == "invoke_agent main")
+    assert run.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == "test"
+    assert run.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "scripted"
+    assert run.attributes[gen_ai.GEN_AI_OUTPUT_TYPE] == "text"
+    assert run.attributes[gen_ai.GEN_AI_CONVERSATION_ID] == "t1"
+    first, second = [s for s in done if s.name == "chat scripted"]
+    assert first.kind == SpanKind.CLIENT
+    assert first.attributes[gen_ai.GEN_AI_CONVERSATION_ID] == "t1"
+    assert first.attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 0
+    assert second.attributes[error_attributes.ERROR_TYPE] == "ModelError"
+    assert second.status.status_code == StatusCode.ERROR
+    read = next(s for s in done if s.name == "execute_tool read_file")
+    assert read.attributes[gen_ai.GEN_AI_TOOL_TYPE] == "function"
+    assert read.attributes[gen_ai.GEN_AI_TOOL_DESCRIPTION]
+    assert read.status.status_code == StatusCode.ERROR
+    assert read.attributes[error_attributes.ERROR_TYPE] == "tool_error"
+
+
+def test_a_run_without_a_thread_has_no_conversation_id(spans: InMemorySpanExporter) -> None:
+    create_agent(ScriptedModel(["hi"]), checkpointer=None).run("go")
+    run = next(s for s in spans.get_finished_spans() if s.name == "invoke_agent main")
+    assert "gen_ai.conversation.id" not in (run.attributes or {})

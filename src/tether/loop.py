@@ -60,7 +60,7 @@ from tether.messages import (
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.output import FINAL_RESULT
 from tether.state import RunState, ToolContext
-from tether.tracing import span
+from tether.tracing import failed, span
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult, StopReason
@@ -213,12 +213,17 @@ class _Run:
 
     async def execute(self) -> RunResult[Any]:
         state = self.state
+        model = self.agent.model
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": state.path[-1],
-            "gen_ai.conversation.id": state.thread_id or state.run_id,
+            "gen_ai.provider.name": model.provider or "unknown",
+            "gen_ai.request.model": model.name,
+            "gen_ai.output.type": "json" if self.plan.output.structured else "text",
             "tether.run_id": state.run_id,
         }
+        if state.thread_id is not None:
+            attributes["gen_ai.conversation.id"] = state.thread_id
         with span(f"invoke_agent {state.path[-1]}", attributes) as current:
             result = await self._execute()
             if current is not None:
@@ -353,20 +358,35 @@ class _Run:
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
         model = self.agent.model
-        attributes = {
+        settings = request.settings
+        attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model.name,
             "gen_ai.provider.name": model.provider or "unknown",
         }
-        with span(f"chat {model.name}", attributes) as current:
-            response = await self._stream_model(request)
+        if self.state.thread_id is not None:
+            attributes["gen_ai.conversation.id"] = self.state.thread_id
+        if settings.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = settings.max_tokens
+        if settings.temperature is not None:
+            attributes["gen_ai.request.temperature"] = settings.temperature
+        with span(f"chat {model.name}", attributes, client=True) as current:
+            try:
+                response = await self._stream_model(request)
+            except Exception as exc:  # the span records the exception and its status
+                if current is not None:
+                    current.set_attribute("error.type", type(exc).__qualname__)
+                raise
             if current is not None:
+                usage = response.usage
                 current.set_attributes(
                     {
                         "gen_ai.response.model": response.model_name or model.name,
                         "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
-                        "gen_ai.usage.input_tokens": response.usage.input_tokens,
-                        "gen_ai.usage.output_tokens": response.usage.output_tokens,
+                        "gen_ai.usage.input_tokens": usage.input_tokens,
+                        "gen_ai.usage.output_tokens": usage.output_tokens,
+                        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+                        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
                     }
                 )
         return response
@@ -651,15 +671,19 @@ class _Run:
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         state = self.state
         state.emit(ToolCallStarted(state.path, call))
+        tool = self.plan.tools.get(call.name)
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
         }
+        if tool is not None:
+            attributes["gen_ai.tool.description"] = tool.description
         with span(f"execute_tool {call.name}", attributes) as current:
             result = await self.handle_tool(call, ToolContext(state, call))
-            if current is not None and result.is_error:
-                current.set_attribute("error.type", "tool_error")
+            if result.is_error:
+                failed(current, "tool_error", result.text[:200])
         if self.journal is not None:  # recorded before the next model call: never run twice
             await self.journal.result(result)
         state.emit(ToolCallFinished(state.path, call, result))

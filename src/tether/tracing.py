@@ -14,7 +14,7 @@ import sys
 from contextlib import AbstractContextManager
 from typing import Any
 
-__all__ = ["span"]
+__all__ = ["failed", "span"]
 
 _cached: tuple[Any, Any] | None = None  # (tracer provider, tracer)
 
@@ -32,12 +32,27 @@ class _Off:
 _OFF = _Off()
 
 
-def span(name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]:
-    """A span made current for the `with` block, or a no-op when tracing is off."""
+def span(
+    name: str, attributes: dict[str, Any], *, client: bool = False
+) -> AbstractContextManager[Any]:
+    """A span made current for the `with` block, or a no-op when tracing is off. A
+    `client` span stands for a call to another service (a model request)."""
     tracer = _tracer()
     if tracer is None:
         return _OFF
-    return tracer.start_as_current_span(name, attributes=attributes)  # type: ignore[no-any-return]
+    trace = sys.modules["opentelemetry.trace"]
+    kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
+    return tracer.start_as_current_span(name, kind=kind, attributes=attributes)  # type: ignore[no-any-return]
+
+
+def failed(current: Any, error_type: str, description: str) -> None:
+    """Mark `current` (a span, or None when tracing is off) as failed without an
+    exception: a tool call whose error went back to the model."""
+    if current is None:
+        return
+    trace = sys.modules["opentelemetry.trace"]
+    current.set_attribute("error.type", error_type)
+    current.set_status(trace.Status(trace.StatusCode.ERROR, description))
 
 
 def _tracer() -> Any:
