@@ -127,3 +127,28 @@ def test_a_server_that_cannot_be_reached_says_why() -> None:
     assert said.startswith(f"could not list the tools of MCP server 'gone' ({url}): ")
     assert "ConnectError" in said
     assert "TaskGroup" not in said
+
+
+def test_the_general_purpose_subagent_has_the_mcp_tools_too() -> None:
+    def reply(request: object) -> object:
+        from tether.messages import AssistantMessage, UserMessage
+
+        messages = request.messages  # type: ignore[attr-defined]
+        first = messages[0]
+        done = sum(isinstance(m, AssistantMessage) for m in messages)
+        if isinstance(first, UserMessage) and first.text == "Add 2 and 3.":
+            return [[ToolCall("demo_add", {"a": 2, "b": 3}, id="sub")], "5"][done]
+        task = ToolCall("task", {"description": "Add 2 and 3.", "subagent_type": "general-purpose"})
+        return [[task], "The subagent says 5."][done]
+
+    from tether.models import FunctionModel
+
+    model = FunctionModel(reply)  # type: ignore[arg-type]
+    result = create_agent(model, mcp_servers=[stdio()]).run("Delegate.")
+    assert result.output == "The subagent says 5."
+    (task,) = tool_results(result)
+    assert task.text == "5"
+    sub_tools = {
+        t.name for r in model.requests if r.messages[0].text == "Add 2 and 3." for t in r.tools
+    }  # type: ignore[union-attr]
+    assert "demo_add" in sub_tools

@@ -358,3 +358,28 @@ def test_a_subagent_can_be_given_tools_by_name() -> None:
     wrong = SubAgent("wrong", "Cannot.", tools=["read_file", "teleport"])
     with pytest.raises(ConfigurationError, match=r"subagent 'wrong' names tools .*'teleport'"):
         create_agent(ScriptedModel(["x"]), subagents=[wrong])
+
+
+def test_the_general_purpose_subagent_has_the_parents_capability_tools() -> None:
+    from tether.capabilities.base import Capability
+
+    @tool
+    def stamp() -> str:
+        """Stamp the report."""
+        return "stamped"
+
+    class Stamping(Capability):
+        def tools(self) -> Sequence[object]:
+            return [stamp]
+
+    model = by_task(
+        {
+            "go": [[delegate("stamp it")], "done"],
+            "stamp it": [[ToolCall("stamp", {}, id="s")], "stamped it"],
+        }
+    )
+    create_agent(model, capabilities=[Stamping()]).run("go")
+    (after,) = [
+        r for r in model.requests if r.messages[0].text == "stamp it" and len(r.messages) > 1
+    ]
+    assert tool_texts(after.messages) == ["stamped"]  # the subagent's own call ran

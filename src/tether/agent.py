@@ -648,6 +648,8 @@ def create_agent(
         tool_token_limit_before_evict,
         hidden_tools=harness.excluded_tools,
     )
+    remote = _mcp_capabilities(mcp_servers)  # listed once, shared with subagents
+    inherited = (*capabilities, *remote)
     delegation = _subagent_capabilities(
         subagents,
         general_purpose_subagent and general.enabled is not False,
@@ -663,7 +665,7 @@ def create_agent(
                     part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
                 ),
                 limits=spec.limits or without_spending_limits(limits),
-                capabilities=spec.capabilities,
+                capabilities=(*spec.capabilities, *(inherited if _inherits(spec) else ())),
                 model_settings=model_settings if spec.model is None else None,
                 prices=prices,
                 backend=backend,
@@ -690,7 +692,7 @@ def create_agent(
         *files,
         *_shell_capabilities(backend if filesystem else None, command_policy),
         *delegation,
-        *_mcp_capabilities(mcp_servers),
+        *remote,
         *capabilities,
     )
     if checked_profile is not None:
@@ -851,6 +853,12 @@ def _subagent_capabilities(
     if not chosen:
         return ()
     return (Subagents({name: (spec, build(spec)) for name, spec in chosen.items()}),)
+
+
+def _inherits(spec: SubAgent) -> bool:
+    """Whether the subagent has its parent's tools: all of them (`tools=None`), or the
+    ones it names. Then it also gets the parent's capabilities and MCP tools."""
+    return spec.tools is None or any(isinstance(t, str) for t in spec.tools)
 
 
 def _only_named(
