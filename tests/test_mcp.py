@@ -152,3 +152,10 @@ def test_the_general_purpose_subagent_has_the_mcp_tools_too() -> None:
         t.name for r in model.requests if r.messages[0].text == "Add 2 and 3." for t in r.tools
     }  # type: ignore[union-attr]
     assert "demo_add" in sub_tools
+
+
+def test_a_stdio_server_starts_when_stderr_is_captured(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel([[ToolCall("demo_add", {"a": 1, "b": 2}, id="a")], "3"])
+    result = create_agent(model, mcp_servers=[stdio()]).run("Add.")  # capsys: no fileno
+    (answer,) = tool_results(result)
+    assert answer.text == "3"

@@ -14,11 +14,12 @@ server gone is a tool error; the run goes on.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pydantic
 
@@ -85,9 +86,8 @@ class MCPServer:
                     env=dict(self.env) if self.env is not None else None,
                     cwd=self.cwd,
                 )
-                read, write = await stack.enter_async_context(
-                    stdio_client(params, errlog=sys.stderr)
-                )
+                errors = _server_log(stack)
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=errors))
             else:
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
@@ -111,6 +111,16 @@ class MCPServer:
 _CONTEXT = "\0tether_context"
 """The keyword the tool context comes under: no argument of a server's tool is named
 so, and every argument reaches the server unchanged (one named `context` too)."""
+
+
+def _server_log(stack: contextlib.AsyncExitStack) -> TextIO:
+    """Where a stdio server's stderr goes: ours, when it is a real file (a captured
+    stderr, such as pytest's, has no descriptor a process could write to), else nowhere."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stack.enter_context(open(os.devnull, "w"))
+    return sys.stderr
 
 
 class _Arguments(pydantic.BaseModel):
