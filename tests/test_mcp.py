@@ -159,3 +159,16 @@ def test_a_stdio_server_starts_when_stderr_is_captured(capsys: pytest.CaptureFix
     result = create_agent(model, mcp_servers=[stdio()]).run("Add.")  # capsys: no fileno
     (answer,) = tool_results(result)
     assert answer.text == "3"
+
+
+def test_a_tool_that_must_run_as_a_task_is_left_out() -> None:
+    import mcp.types
+
+    from tether.mcp import _task_only
+
+    schema = {"type": "object"}
+    required = mcp.types.ToolExecution(task_support="required")
+    optional = mcp.types.ToolExecution(task_support="optional")
+    assert _task_only(mcp.types.Tool(name="t", input_schema=schema, execution=required))
+    assert not _task_only(mcp.types.Tool(name="t", input_schema=schema, execution=optional))
+    assert not _task_only(mcp.types.Tool(name="t", input_schema=schema))

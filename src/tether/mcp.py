@@ -113,6 +113,11 @@ _CONTEXT = "\0tether_context"
 so, and every argument reaches the server unchanged (one named `context` too)."""
 
 
+def _task_only(spec: Any) -> bool:
+    execution = getattr(spec, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
+
+
 def _server_log(stack: contextlib.AsyncExitStack) -> TextIO:
     """Where a stdio server's stderr goes: ours, when it is a real file (a captured
     stderr, such as pytest's, has no descriptor a process could write to), else nowhere."""
@@ -147,7 +152,9 @@ class MCPTools(Capability):
                     f"could not list the tools of MCP server {server.name!r} "
                     f"({server.url or server.command}): {describe(exc)}"
                 ) from exc
-            self._tools += [self._tool(server, t) for t in listed]
+            # A tool that must run as a task (MCP's "taskSupport": "required") cannot be
+            # called plainly, and tether does not run MCP tasks: it is left out.
+            self._tools += [self._tool(server, t) for t in listed if not _task_only(t)]
 
     def tools(self) -> Sequence[Tool]:
         return self._tools
