@@ -172,3 +172,15 @@ def test_a_tool_that_must_run_as_a_task_is_left_out() -> None:
     assert _task_only(mcp.types.Tool(name="t", input_schema=schema, execution=required))
     assert not _task_only(mcp.types.Tool(name="t", input_schema=schema, execution=optional))
     assert not _task_only(mcp.types.Tool(name="t", input_schema=schema))
+
+
+def test_resources_in_results_reach_the_model_as_content() -> None:
+    model = ScriptedModel([[ToolCall("demo_attach", {}, id="a")], "seen"])
+    result = create_agent(model, mcp_servers=[stdio()]).run("Attach.")
+    (answer,) = tool_results(result)
+    texts = [p.text for p in answer.content]  # type: ignore[union-attr]
+    assert texts == [
+        "[resource file:///notes.txt]\nhello notes",
+        "[resource file:///a.bin: 3 bytes of application/octet-stream, not shown]",
+        "[resource link report (application/pdf) file:///report.pdf: The quarterly report]",
+    ]

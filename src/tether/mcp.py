@@ -213,12 +213,36 @@ class MCPTools(Capability):
         )
 
 
+_SHOWN_BINARY = ("image/", "application/pdf")
+"""Binary content a model can be shown; other bytes are described in words."""
+
+
 def _part(content: Any) -> TextPart | BinaryPart:
+    """One piece of an MCP tool result as the model should see it."""
+    import base64
+
     kind = getattr(content, "type", "")
     if kind == "text":
         return TextPart(content.text)
     if kind in ("image", "audio"):
-        import base64
-
         return BinaryPart(base64.b64decode(content.data), content.mime_type)
-    return TextPart(str(content))
+    if kind == "resource":
+        return _resource(content.resource)
+    if kind == "resource_link":
+        about = f": {content.description}" if content.description else ""
+        mime = f" ({content.mime_type})" if content.mime_type else ""
+        return TextPart(f"[resource link {content.name}{mime} {content.uri}{about}]")
+    return TextPart(f"[MCP content of type {kind!r}, not shown]")
+
+
+def _resource(resource: Any) -> TextPart | BinaryPart:
+    """An embedded resource: its text, or its bytes when a model can be shown them."""
+    import base64
+
+    if hasattr(resource, "text"):
+        return TextPart(f"[resource {resource.uri}]\n{resource.text}")
+    mime = getattr(resource, "mime_type", None) or "application/octet-stream"
+    data = base64.b64decode(resource.blob)
+    if mime.startswith(_SHOWN_BINARY):
+        return BinaryPart(data, mime)
+    return TextPart(f"[resource {resource.uri}: {len(data):,} bytes of {mime}, not shown]")

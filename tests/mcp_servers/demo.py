@@ -1,10 +1,12 @@
 """A real MCP server for the tests, written with the mcp SDK: stdio by default,
 streamable HTTP on loopback with `http PORT`."""
 
+import base64
 import os
 import sys
 import time
 
+from mcp import types
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("demo")
@@ -33,6 +35,34 @@ def slow(seconds: float) -> str:
 def quote(context: str, state: str = "", function: str = "") -> str:
     """Echoes arguments whose names a client might use for itself."""
     return f"context={context} state={state} function={function}"
+
+
+@server.tool()
+def attach() -> list[types.ContentBlock]:
+    """Returns an embedded text resource, an embedded binary one and a resource link."""
+    return [
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.TextResourceContents(
+                uri="file:///notes.txt", mime_type="text/plain", text="hello notes"
+            ),
+        ),
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="file:///a.bin",
+                mime_type="application/octet-stream",
+                blob=base64.b64encode(b"\x00\x01\x02").decode(),
+            ),
+        ),
+        types.ResourceLink(
+            type="resource_link",
+            name="report",
+            uri="file:///report.pdf",
+            mime_type="application/pdf",
+            description="The quarterly report",
+        ),
+    ]
 
 
 @server.tool()
