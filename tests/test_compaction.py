@@ -19,14 +19,15 @@ from tether.messages import (
     UserMessage,
 )
 from tether.models import FunctionModel, ModelProfile, ModelRequest
-from tether.models.scripted import Turn, _InputEstimate
+from tether.models.estimate import InputEstimate
+from tether.models.scripted import Turn
 
 SUMMARY = "## Session intent\nFetch every page.\n## Next steps\nKeep fetching."
 
 
 def tokens_of(request: ModelRequest) -> int:
     """The request's size as the test model reports it (its own estimate, from zero)."""
-    return _InputEstimate().tokens(request)
+    return InputEstimate().tokens(request)
 
 
 def pairs_intact(messages: Sequence[Message]) -> bool:

@@ -49,6 +49,7 @@ __all__ = [
     "ThreadBusyError",
     "ToolError",
     "ToolFatalError",
+    "UsageEstimatedWarning",
 ]
 
 
@@ -187,6 +188,11 @@ def describe(exc: BaseException) -> str:
 
 class TetherWarning(UserWarning):
     """Base of tether's warnings."""
+
+
+class UsageEstimatedWarning(TetherWarning):
+    """A model reported no token usage, so its tokens (and cost, and the limits on them)
+    are worked out from characters instead."""
 
 
 class CostUnknownWarning(TetherWarning):

@@ -292,3 +292,25 @@ def test_a_providers_chat_model_is_blocked_in_tests_unless_it_is_local() -> None
         assert create_agent(LangChainModel(local, name="local")).run("Hi").output == "Local."
         mine = WholeReplies(replies=[AIMessage(content="Mine.")])  # written for the test
         assert create_agent(LangChainModel(mine, name="mine")).run("Hi").output == "Mine."
+
+
+async def test_a_model_that_reports_no_usage_is_estimated_and_its_limits_hold() -> None:
+    from tether import Limits
+    from tether.errors import UsageEstimatedWarning
+
+    looping = [
+        AIMessage(
+            content="",
+            tool_calls=[{"name": "get_weather", "args": {"city": f"City {n}"}, "id": f"c{n}"}],
+        )
+        for n in range(50)
+    ]
+    model = LangChainModel(WholeReplies(replies=looping), name="quiet")
+    agent = create_agent(
+        model, tools=[get_weather], limits=Limits(max_total_tokens=20_000, loop_stop_after=None)
+    )
+    with pytest.warns(UsageEstimatedWarning, match="reports no token usage"):
+        result = await agent.arun("Weather everywhere?")
+    assert result.usage.input_tokens > 0
+    assert result.usage.output_tokens > 0
+    assert result.stop_reason == "budget"  # before the 50 replies ran out

@@ -21,12 +21,19 @@ its base URL is on this machine; chat models written for a test are let through.
 from __future__ import annotations
 
 import base64
+import warnings
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import pydantic
 
-from tether.errors import ConfigurationError, ModelError, ProviderBlockedError, describe
+from tether.errors import (
+    ConfigurationError,
+    ModelError,
+    ProviderBlockedError,
+    UsageEstimatedWarning,
+    describe,
+)
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
@@ -41,6 +48,7 @@ from tether.messages import (
 )
 from tether.models import _sdk
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.estimate import InputEstimate, output_tokens
 from tether.models.profiles import ModelProfile
 from tether.tools.tool import Tool
 
@@ -80,6 +88,8 @@ class LangChainModel(_sdk.Adapter):
                 f"got {type(chat_model).__name__}"
             )
         self.chat_model = chat_model
+        self._estimate = InputEstimate()  # for a model that reports no usage
+        self._warned = False
         reported = _ls_params(chat_model)
         super().__init__(
             name or reported.get("ls_model_name") or type(chat_model).__name__,
@@ -119,7 +129,7 @@ class LangChainModel(_sdk.Adapter):
             ) from exc
         if full is None:
             raise ModelError(f"{self._name} streamed nothing")
-        yield self._response(full)
+        yield self._response(full, request)
 
     def _bound(self, request: ModelRequest) -> Any:
         if not request.tools:
@@ -144,7 +154,7 @@ class LangChainModel(_sdk.Adapter):
                 f"{type(self.chat_model).__name__} does not support tools (no bind_tools)"
             ) from exc
 
-    def _response(self, full: Any) -> ModelResponse:
+    def _response(self, full: Any, request: ModelRequest) -> ModelResponse:
         parts: list[AssistantPart] = []
         for block in full.content_blocks:
             kind = block.get("type")
@@ -169,8 +179,27 @@ class LangChainModel(_sdk.Adapter):
             last = parts[-1]
             parts[-1] = ToolCall(last.name, full.tool_call_chunks[-1].get("args") or "", last.id)
         model_name = metadata.get("model_name") or metadata.get("model") or self._name
-        return ModelResponse(
-            AssistantMessage(tuple(parts), model_name, _usage(full.usage_metadata)), finish
+        usage = (
+            _usage(full.usage_metadata) if full.usage_metadata else self._estimated(request, parts)
+        )
+        return ModelResponse(AssistantMessage(tuple(parts), model_name, usage), finish)
+
+    def _estimated(self, request: ModelRequest, parts: list[AssistantPart]) -> Usage:
+        """Usage worked out from characters, said once: without it, token and cost limits
+        would never fire."""
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                UsageEstimatedWarning(
+                    f"{self!r} reports no token usage; tokens (and so cost and the limits "
+                    "on them) are estimated at four characters a token"
+                ),
+                stacklevel=2,
+            )
+        return Usage(
+            input_tokens=self._estimate.tokens(request),
+            output_tokens=output_tokens(parts),
+            requests=1,
         )
 
 
@@ -279,8 +308,6 @@ def _deltas(chunk: Any, call_ids: dict[int, str]) -> list[StreamDelta]:
 
 
 def _usage(metadata: Any) -> Usage:
-    if not metadata:
-        return Usage(requests=1)
     details = metadata.get("input_token_details") or {}
     return Usage(
         input_tokens=_sdk.usage_int(metadata.get("input_tokens")),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias
@@ -18,8 +17,6 @@ from tether.errors import ConfigurationError, ScriptExhaustedError
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
-    BinaryPart,
-    Message,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -27,6 +24,7 @@ from tether.messages import (
     UserMessage,
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.estimate import InputEstimate, output_tokens
 from tether.models.profiles import ModelProfile
 
 __all__ = ["FunctionModel", "ScriptedModel", "Turn", "script_file_model"]
@@ -41,8 +39,6 @@ Turn: TypeAlias = (
 """One scripted reply: text (a final answer), a list of tool calls (and text), a ready
 message or response, or an exception to raise from the model."""
 
-_CHARS_PER_TOKEN = 4
-
 
 class _TestModel:
     """What both test models share: recording requests, usage estimates and streaming."""
@@ -51,7 +47,7 @@ class _TestModel:
         self._name = name
         self.profile = profile or ModelProfile()
         """Limits the harness reads, such as `max_input_tokens` for compaction."""
-        self._estimate = _InputEstimate()
+        self._estimate = InputEstimate()
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
@@ -193,7 +189,7 @@ def script_file_model(path: str) -> FunctionModel:
 
 
 def _response(
-    turn: Turn, request: ModelRequest, model_name: str, estimate: _InputEstimate
+    turn: Turn, request: ModelRequest, model_name: str, estimate: InputEstimate
 ) -> ModelResponse:
     if isinstance(turn, BaseException):
         raise turn
@@ -204,7 +200,7 @@ def _response(
     parts = _parts(turn)
     usage = Usage(
         input_tokens=estimate.tokens(request),
-        output_tokens=max(1, math.ceil(sum(_part_chars(p) for p in parts) / _CHARS_PER_TOKEN)),
+        output_tokens=output_tokens(parts),
         requests=1,
     )
     message = AssistantMessage(parts, model_name=model_name, usage=usage)
@@ -245,44 +241,3 @@ def _deltas(message: AssistantMessage) -> list[StreamDelta]:
             args = part.args if isinstance(part.args, str) else json.dumps(part.args)
             deltas.append(StreamDelta("tool_call", args, call_id=part.id))
     return deltas
-
-
-def _part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
-    if isinstance(part, TextPart | ThinkingPart):
-        return len(part.text)
-    if isinstance(part, ToolCall):
-        return len(part.name) + len(str(part.args))
-    return len(part.data)
-
-
-class _InputEstimate:
-    """Estimates input tokens, counting each message once as the conversation grows.
-
-    A conversation usually grows by appending, so when a request starts with all the
-    messages of the last one, only the new messages are counted; any other change
-    (history trimmed or rewritten, even in the middle) is counted from scratch.
-    """
-
-    def __init__(self) -> None:
-        self._messages: tuple[Message, ...] = ()
-        self._chars = 0
-
-    def tokens(self, request: ModelRequest) -> int:
-        known, messages = self._messages, request.messages
-        # Equal prefixes compare element by element, by identity first: fast in C.
-        extends = known and len(messages) >= len(known) and messages[: len(known)] == known
-        start, chars = (len(known), self._chars) if extends else (0, 0)
-        chars += sum(_message_chars(m) for m in messages[start:])
-        self._messages, self._chars = messages, chars
-        fixed = len(request.system_prompt) + sum(
-            len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
-        )
-        return max(1, math.ceil((fixed + chars) / _CHARS_PER_TOKEN))
-
-
-def _message_chars(message: Message) -> int:
-    if isinstance(message, UserMessage):
-        return sum(_part_chars(p) for p in message.content)
-    if isinstance(message, AssistantMessage):
-        return sum(_part_chars(p) for p in message.parts)
-    return sum(_part_chars(p) for r in message.results for p in r.content)

@@ -1,0 +1,70 @@
+"""Token counts worked out from characters, for models that report none: about four
+characters a token, the rate the scripted test models and LangChain models without
+usage both use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tether.messages import (
+    AssistantMessage,
+    AssistantPart,
+    BinaryPart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    UserMessage,
+)
+from tether.models.base import ModelRequest
+
+__all__ = ["CHARS_PER_TOKEN", "InputEstimate", "message_chars", "output_tokens", "part_chars"]
+
+CHARS_PER_TOKEN = 4
+
+
+def output_tokens(parts: Sequence[AssistantPart]) -> int:
+    """The tokens of a reply made of `parts`, at least one."""
+    return max(1, math.ceil(sum(part_chars(p) for p in parts) / CHARS_PER_TOKEN))
+
+
+def part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
+    if isinstance(part, TextPart | ThinkingPart):
+        return len(part.text)
+    if isinstance(part, ToolCall):
+        return len(part.name) + len(str(part.args))
+    return len(part.data)
+
+
+class InputEstimate:
+    """Estimates input tokens, counting each message once as the conversation grows.
+
+    A conversation usually grows by appending, so when a request starts with all the
+    messages of the last one, only the new messages are counted; any other change
+    (history trimmed or rewritten, even in the middle) is counted from scratch.
+    """
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._chars = 0
+
+    def tokens(self, request: ModelRequest) -> int:
+        known, messages = self._messages, request.messages
+        # Equal prefixes compare element by element, by identity first: fast in C.
+        extends = known and len(messages) >= len(known) and messages[: len(known)] == known
+        start, chars = (len(known), self._chars) if extends else (0, 0)
+        chars += sum(message_chars(m) for m in messages[start:])
+        self._messages, self._chars = messages, chars
+        fixed = len(request.system_prompt) + sum(
+            len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
+        )
+        return max(1, math.ceil((fixed + chars) / CHARS_PER_TOKEN))
+
+
+def message_chars(message: Message) -> int:
+    if isinstance(message, UserMessage):
+        return sum(part_chars(p) for p in message.content)
+    if isinstance(message, AssistantMessage):
+        return sum(part_chars(p) for p in message.parts)
+    return sum(part_chars(p) for r in message.results for p in r.content)
