@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.tools import InjectedToolCallId, ToolException
 from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel, Field
 
@@ -314,3 +315,42 @@ async def test_a_model_that_reports_no_usage_is_estimated_and_its_limits_hold() 
     assert result.usage.input_tokens > 0
     assert result.usage.output_tokens > 0
     assert result.stop_reason == "budget"  # before the 50 replies ran out
+
+
+async def test_langchain_tools_run_as_langchain_runs_a_tool_call() -> None:
+    @lc_tool
+    def whoami(context: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Say which call this is."""
+        return f"{context} in {tool_call_id}"
+
+    @lc_tool(response_format="content_and_artifact")
+    def fetch(url: str) -> tuple[str, dict[str, Any]]:
+        """Fetch a page."""
+        return f"fetched {url}", {"bytes": 1234}
+
+    def explain(error: ToolException) -> str:
+        return f"try again later ({error})"
+
+    @lc_tool
+    def flaky() -> str:
+        """Fail the way tools report failure."""
+        raise ToolException("the service is down")
+
+    flaky.handle_tool_error = explain
+    converted = tools_from_langchain([whoami, fetch, flaky])
+    assert "tool_call_id" not in converted[0].parameters["properties"]  # injected, not asked
+    chat = ScriptedChat(
+        replies=[
+            call_reply(
+                ("c1", "whoami", '{"context": "hello"}'),
+                ("c2", "fetch", '{"url": "https://example.com"}'),
+                ("c3", "flaky", "{}"),
+            ),
+            text_reply("done"),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat), tools=converted).arun("Go.")
+    answers = {r.call_id: r for r in result.messages[2].results}  # type: ignore[union-attr]
+    assert answers["c1"].text == "hello in c1"
+    assert answers["c2"].text == "fetched https://example.com"
+    assert answers["c3"].text == "try again later (the service is down)"

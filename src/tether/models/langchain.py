@@ -21,6 +21,7 @@ its base URL is on this machine; chat models written for a test are let through.
 from __future__ import annotations
 
 import base64
+import functools
 import warnings
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from tether.errors import (
     ConfigurationError,
     ModelError,
     ProviderBlockedError,
+    ToolError,
     UsageEstimatedWarning,
     describe,
 )
@@ -50,6 +52,7 @@ from tether.models import _sdk
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.models.estimate import InputEstimate, output_tokens
 from tether.models.profiles import ModelProfile
+from tether.state import ToolContext
 from tether.tools.tool import Tool
 
 __all__ = ["LangChainModel", "tools_from_langchain"]
@@ -207,7 +210,10 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
     """LangChain `BaseTool`s (e.g. from `@langchain_core.tools.tool`) as tether tools.
 
     The model sees the same schema LangChain would send; LangChain validates the
-    arguments and runs the tool, and its errors go back to the model as tool errors.
+    arguments and runs the tool as it runs a model's tool call (the call's id reaches an
+    `InjectedToolCallId` argument, `handle_tool_error` applies, and a
+    `content_and_artifact` tool's content goes to the model, its artifact stays with
+    LangChain), and its errors go back to the model as tool errors.
     """
     lc_tools = _sdk.require("langchain_core.tools", "langchain")()
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -220,20 +226,45 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
                 f"got {type(lc_tool).__name__}"
             )
         schema = convert_to_openai_tool(lc_tool)["function"]
-
-        async def run(_lc_tool: Any = lc_tool, **args: Any) -> Any:
-            return await _lc_tool.ainvoke(args)
-
         converted.append(
             Tool(
                 name=lc_tool.name,
                 description=schema.get("description") or lc_tool.name,
                 args_model=_AnyArgs,
-                function=run,
+                function=functools.partial(_run_langchain_tool, lc_tool),
+                context_param=_CONTEXT,
                 parameters=schema.get("parameters") or {"type": "object", "properties": {}},
             )
         )
     return converted
+
+
+_CONTEXT = "\0tether_context"  # no argument's name: every argument reaches the tool
+
+
+async def _run_langchain_tool(lc_tool: Any, **arguments: Any) -> Any:
+    """Run `lc_tool` as LangChain runs a model's tool call: with the call's id (for
+    `InjectedToolCallId`), its own error handling (`handle_tool_error`), and its content
+    apart from its artifact (`response_format="content_and_artifact"`)."""
+    context: ToolContext = arguments.pop(_CONTEXT)
+    call = {"type": "tool_call", "name": lc_tool.name, "args": arguments, "id": context.call.id}
+    message = await lc_tool.ainvoke(call)
+    content = getattr(message, "content", message)
+    if not isinstance(content, str):
+        content = _text_of(content)
+    if getattr(message, "status", "success") == "error":
+        raise ToolError(content or "failed")
+    return content
+
+
+def _text_of(content: Any) -> str:
+    """A tool message's content blocks (or any value) as text."""
+    if isinstance(content, list):
+        return "\n".join(
+            str(block.get("text", "")) if isinstance(block, dict) else str(block)
+            for block in content
+        )
+    return str(content)
 
 
 class _AnyArgs(pydantic.BaseModel):
