@@ -27,7 +27,7 @@ from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, ToolError, describe
 from tether.messages import BinaryPart, TextPart
 from tether.state import RunState, ToolContext
-from tether.tools.tool import Tool
+from tether.tools.tool import OPEN_CONTEXT, Tool
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -108,11 +108,6 @@ class MCPServer:
             return list((await session.list_tools()).tools)
 
 
-_CONTEXT = "\0tether_context"
-"""The keyword the tool context comes under: no argument of a server's tool is named
-so, and every argument reaches the server unchanged (one named `context` too)."""
-
-
 def _task_only(spec: Any) -> bool:
     execution = getattr(spec, "execution", None)
     return getattr(execution, "task_support", None) == "required"
@@ -179,7 +174,7 @@ class MCPTools(Capability):
         remote = spec.name
 
         async def call(**arguments: Any) -> Any:
-            context: ToolContext = arguments.pop(_CONTEXT)
+            context: ToolContext = arguments.pop(OPEN_CONTEXT)
             found = context.state.data.get(_SESSIONS)
             session = found[1].get(server.name) if found else None
             if session is None or isinstance(session, Exception):
@@ -208,7 +203,7 @@ class MCPTools(Capability):
             description=spec.description or remote,
             args_model=_Arguments,
             function=call,
-            context_param=_CONTEXT,
+            context_param=OPEN_CONTEXT,
             parameters=schema,
         )
 

@@ -53,7 +53,7 @@ from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamI
 from tether.models.estimate import InputEstimate, output_tokens
 from tether.models.profiles import ModelProfile
 from tether.state import ToolContext
-from tether.tools.tool import Tool
+from tether.tools.tool import OPEN_CONTEXT, Tool
 
 __all__ = ["LangChainModel", "tools_from_langchain"]
 
@@ -232,21 +232,18 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
                 description=schema.get("description") or lc_tool.name,
                 args_model=_AnyArgs,
                 function=functools.partial(_run_langchain_tool, lc_tool),
-                context_param=_CONTEXT,
+                context_param=OPEN_CONTEXT,
                 parameters=schema.get("parameters") or {"type": "object", "properties": {}},
             )
         )
     return converted
 
 
-_CONTEXT = "\0tether_context"  # no argument's name: every argument reaches the tool
-
-
 async def _run_langchain_tool(lc_tool: Any, **arguments: Any) -> Any:
     """Run `lc_tool` as LangChain runs a model's tool call: with the call's id (for
     `InjectedToolCallId`), its own error handling (`handle_tool_error`), and its content
     apart from its artifact (`response_format="content_and_artifact"`)."""
-    context: ToolContext = arguments.pop(_CONTEXT)
+    context: ToolContext = arguments.pop(OPEN_CONTEXT)
     call = {"type": "tool_call", "name": lc_tool.name, "args": arguments, "id": context.call.id}
     message = await lc_tool.ainvoke(call)
     content = getattr(message, "content", message)

@@ -27,7 +27,12 @@ from tether.messages import (
 from tether.models.base import ToolSpec
 from tether.state import ToolContext
 
-__all__ = ["Tool", "tool"]
+__all__ = ["OPEN_CONTEXT", "Tool", "tool"]
+
+OPEN_CONTEXT = "\0tether_context"
+"""The `context_param` of a tool whose arguments are whatever another system defines (an
+MCP server's tool, a LangChain tool): no argument is named so, so every argument reaches
+that system unchanged, one named `context` too."""
 
 logger = logging.getLogger("tether.tools")
 
