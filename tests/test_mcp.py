@@ -184,3 +184,22 @@ def test_resources_in_results_reach_the_model_as_content() -> None:
         "[resource file:///a.bin: 3 bytes of application/octet-stream, not shown]",
         "[resource link report (application/pdf) file:///report.pdf: The quarterly report]",
     ]
+
+
+def test_an_http_server_that_dies_mid_run_is_a_tool_error(http_server: str) -> None:
+    model = ScriptedModel(
+        [
+            [ToolCall("web_add", {"a": 1, "b": 2}, id="before")],
+            [ToolCall("web_crash", {}, id="crash")],
+            [ToolCall("web_add", {"a": 3, "b": 4}, id="after")],
+            "carried on",
+        ]
+    )
+    agent = create_agent(model, mcp_servers=[MCPServer("web", url=http_server, timeout_seconds=5)])
+    result = agent.run("go")
+    answers = {r.call_id: r for r in tool_results(result)}
+    assert answers["before"].text == "3"
+    assert answers["crash"].is_error
+    assert answers["after"].is_error  # the server is gone: an error, not a cancelled run
+    assert "MCP server 'web'" in answers["after"].text
+    assert result.output == "carried on"

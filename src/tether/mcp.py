@@ -13,6 +13,7 @@ server gone is a tool error; the run goes on.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -108,6 +109,54 @@ class MCPServer:
             return list((await session.list_tools()).tools)
 
 
+class _Connection:
+    """One server's session for a run, held open by a task of its own: when the server
+    goes away, the SDK cancels the scopes of that task, not the run's."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.session: ClientSession | None = None
+        self.error: BaseException | None = None
+        self._done = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        ready = asyncio.Event()
+
+        async def hold() -> None:
+            try:
+                async with self.server.connect() as session:
+                    self.session = session
+                    ready.set()
+                    await self._done.wait()
+            except BaseException as exc:  # the server failed or went away, as the SDK says
+                self.error = exc
+            finally:
+                self.session = None
+                ready.set()
+
+        self._task = asyncio.create_task(hold())
+        try:
+            await ready.wait()
+        except BaseException:
+            self._task.cancel()
+            raise
+
+    async def close(self) -> None:
+        """Let the session end, giving a server that hangs 5 seconds (its task keeps any
+        error to itself: a crashed server may not close cleanly)."""
+        self._done.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 5)
+        except TimeoutError:
+            self._task.cancel()
+        except asyncio.CancelledError:  # the run is being stopped: so is the session
+            self._task.cancel()
+            raise
+
+
 def _task_only(spec: Any) -> bool:
     execution = getattr(spec, "execution", None)
     return getattr(execution, "task_support", None) == "required"
@@ -155,39 +204,35 @@ class MCPTools(Capability):
         return self._tools
 
     async def on_run_start(self, state: RunState) -> None:
-        stack = contextlib.AsyncExitStack()
-        sessions: dict[str, ClientSession | Exception] = {}
-        for name, server in self.servers.items():
-            try:
-                sessions[name] = await stack.enter_async_context(server.connect())
-            except Exception as exc:  # its calls report it; the run goes on
-                sessions[name] = exc
-        state.data[_SESSIONS] = (stack, sessions)
+        connections = {name: _Connection(server) for name, server in self.servers.items()}
+        state.data[_SESSIONS] = connections
+        for connection in connections.values():
+            await connection.open()  # a failure is kept: its calls report it
 
     async def on_run_end(self, state: RunState) -> None:
-        found = state.data.pop(_SESSIONS, None)
-        if found is not None:
-            with contextlib.suppress(Exception):  # a crashed server may not close cleanly
-                await found[0].aclose()
+        for connection in state.data.pop(_SESSIONS, {}).values():
+            await connection.close()
 
     def _tool(self, server: MCPServer, spec: Any) -> Tool:
         remote = spec.name
 
         async def call(**arguments: Any) -> Any:
             context: ToolContext = arguments.pop(OPEN_CONTEXT)
-            found = context.state.data.get(_SESSIONS)
-            session = found[1].get(server.name) if found else None
-            if session is None or isinstance(session, Exception):
-                why = describe(session) if isinstance(session, Exception) else "not connected"
+            connection = context.state.data.get(_SESSIONS, {}).get(server.name)
+            session = connection.session if connection is not None else None
+            if session is None:
+                why = describe(connection.error) if connection and connection.error else "closed"
                 raise ToolError(f"MCP server {server.name!r} is not available: {why}")
             try:
                 result = await session.call_tool(
                     remote, arguments, read_timeout_seconds=server.timeout_seconds
                 )
-            except Exception as exc:
-                raise ToolError(
-                    f"MCP server {server.name!r} failed on {remote}: {describe(exc)}"
-                ) from exc
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task and task.cancelling():
+                    raise  # the run itself is being stopped
+                why = describe(connection.error) if connection.error else describe(exc)
+                raise ToolError(f"MCP server {server.name!r} failed on {remote}: {why}") from exc
             parts = [_part(c) for c in getattr(result, "content", None) or []]
             if getattr(result, "is_error", False):
                 raise ToolError(
