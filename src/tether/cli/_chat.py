@@ -25,7 +25,7 @@ from tether.cli import EXIT_CODES, REFUSALS
 from tether.cli._approve import ask
 from tether.cli._config import MODES, Loaded, changed
 from tether.cli._permissions import Allowances
-from tether.cli._render import TODO_MARKS, Output, RichOutput, shown
+from tether.cli._render import TODO_MARKS, Output, RichOutput, cut, shown, spending
 from tether.cli._session import (
     build_agent,
     consume,
@@ -242,15 +242,8 @@ class _Session:
 
     def _cost(self, _: str) -> None:
         thread = self._read_thread()
-        usage = thread.total_usage
-        cost = thread.total_cost_usd
-        price = "cost unknown (no price known)" if cost is None else f"${cost:.4f}"
-        self.console.print(
-            f"thread {self.thread}: {_plural(usage.requests, 'model call')} · "
-            f"{usage.input_tokens:,} tokens in · {usage.output_tokens:,} out · {price}, "
-            "subagents included",
-            highlight=False,
-        )
+        spent = spending(thread.total_usage, thread.total_cost_usd)
+        self.console.print(f"thread {self.thread}: {spent}", highlight=False)
 
     def _todos(self, _: str) -> None:
         todos = self._read_thread().todos
@@ -375,10 +368,6 @@ class _Session:
         return lambda: session.prompt("> ")
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" + ("" if count == 1 else "s")
-
-
 def _read_line() -> str:
     line = sys.stdin.readline()
     if not line:
@@ -412,7 +401,7 @@ def _last_exchange(thread: Thread) -> str:
     for who, said_text in (("you", said), ("agent", answer)):
         text = " ".join(said_text.split())
         if text:
-            lines.append(f"{who}: {shown(text if len(text) <= 160 else text[:159] + '…')}")
+            lines.append(f"{who}: {shown(cut(text, 160))}")
     return "\n".join(lines)
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rich.spinner import Spinner
 
     from tether.agent import RunResult
+    from tether.approval import ApprovalRequest
 
 __all__ = [
     "TODO_MARKS",
@@ -42,8 +43,11 @@ __all__ = [
     "RichOutput",
     "agent_label",
     "call_line",
+    "cut",
     "exit_code",
+    "request_line",
     "shown",
+    "spending",
 ]
 
 _MAIN_ARGUMENT = {
@@ -107,16 +111,34 @@ def call_line(call: ToolCall, limit: int = 80) -> str:
             detail += ": " + str(args.get("description", ""))
     else:
         detail = json.dumps(args, ensure_ascii=False, default=str)
-    detail = shown(" ".join(detail.split()))
-    if len(detail) > limit:
-        detail = detail[: limit - 1] + "…"
-    return f"{call.name} {detail}"
+    return f"{call.name} {cut(shown(' '.join(detail.split())), limit)}"
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, at most `limit` characters: cut short with an ellipsis when longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def request_line(request: ApprovalRequest) -> str:
+    """A call waiting for approval as one short line, as `call_line` writes a call."""
+    args = request.args if isinstance(request.args, str) else dict(request.args)
+    return call_line(ToolCall(request.tool, args, id=request.call_id))
+
+
+def spending(usage: Usage, cost: float | None) -> str:
+    """What a thread spent, subagents included, in one line."""
+    calls = f"{usage.requests:,} model call" + ("" if usage.requests == 1 else "s")
+    price = "cost unknown (no price known)" if cost is None else f"${cost:.4f}"
+    return (
+        f"{calls} · {usage.input_tokens:,} tokens in · {usage.output_tokens:,} out · {price}, "
+        "subagents included"
+    )
 
 
 def result_note(result: ToolResult, limit: int = 100) -> str:
     """The first line of a failed call's error."""
     first = shown(next((line for line in result.text.splitlines() if line.strip()), ""))
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    return cut(first, limit)
 
 
 def exit_code(result: ToolResult) -> int | None:
@@ -283,8 +305,7 @@ class RichOutput:
             more = len(lines) - OUTPUT_LINES
             self.console.print(f"    [dim]… {more} more lines (tether show THREAD)[/]")
         for line in shown_lines:
-            cut = line if len(line) <= 200 else line[:199] + "…"
-            self.console.print(f"    [dim]│ {escape(cut)}[/]")
+            self.console.print(f"    [dim]│ {escape(cut(line, 200))}[/]")
 
     def _change(self, call: ToolCall) -> None:
         """What an edit that ran without a question changed, in a few diff lines."""
@@ -298,9 +319,7 @@ class RichOutput:
             before, after = [], str(args.get("content", "")).splitlines()
         lines = [("red", "-", line) for line in before] + [("green", "+", line) for line in after]
         for style, sign, line in lines[:DIFF_LINES]:
-            text = shown(line)
-            text = text if len(text) <= 200 else text[:199] + "…"
-            self.console.print(f"    [{style}]{sign} {escape(text)}[/]")
+            self.console.print(f"    [{style}]{sign} {escape(cut(shown(line), 200))}[/]")
         if len(lines) > DIFF_LINES:
             self.console.print(f"    [dim]… {len(lines) - DIFF_LINES} more lines[/]")
 

@@ -41,7 +41,6 @@ __all__ = [
     "consume",
     "dispatch",
     "explain_wait",
-    "failed",
     "project_root",
     "run_metadata",
     "workspace",
@@ -547,14 +546,14 @@ def _drive(
         raise  # a bad decision or setting, a busy thread, a broken database: one line
     except TetherError as exc:  # the run ended in an error
         output.error(str(exc))
-        output.notice(failed(thread_id))
+        output.notice(_failed(thread_id))
         return EXIT_CODES["error"]
     finally:
         output.close()
     return _ended(result, thread_id, output)
 
 
-def failed(thread_id: str) -> str:
+def _failed(thread_id: str) -> str:
     """How to go on from a run that ended in an error."""
     return (
         f"The thread keeps what the run did. Try the run again from its last step with: "
@@ -642,14 +641,10 @@ def _given_decisions(
 
 
 def explain_wait(requests: list[ApprovalRequest], thread_id: str, output: Output) -> None:
-    from tether.cli._render import call_line
-    from tether.messages import ToolCall
+    from tether.cli._render import request_line
 
     lines = [f"Waiting for approval of {len(requests)} call(s):"]
-    for request in requests:
-        args = request.args if isinstance(request.args, str) else dict(request.args)
-        call = ToolCall(request.tool, args, id=request.call_id)
-        lines.append(f"  {call_line(call)}")
+    lines += [f"  {request_line(request)}" for request in requests]
     lines.append(
         f"Continue with: tether resume {thread_id} "
         "(on a terminal, or with --approve, --reject or --decisions FILE)"

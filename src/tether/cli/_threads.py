@@ -10,12 +10,11 @@ from typing import Any
 
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
 from tether.checkpoint.journal import Thread, read_thread
-from tether.cli._render import call_line, exit_code, result_note
+from tether.cli._render import call_line, cut, exit_code, request_line, result_note, spending
 from tether.cli._render import shown as escaped
 from tether.errors import ConfigurationError
 from tether.messages import (
     AssistantMessage,
-    ToolCall,
     ToolResult,
     ToolResultMessage,
     UserMessage,
@@ -94,7 +93,7 @@ async def list_threads(
         return
     for row in rows:
         task: str = row["task"]
-        task = task if len(task) <= 60 else task[:59] + "…"
+        task = cut(task, 60)
         here = "*" if row["thread_id"] == mark else " " if mark else ""
         print(f"{here}{row['thread_id']}  {_ago(row['updated']):>8}  {row['status']:<22} {task}")
 
@@ -111,18 +110,12 @@ def _details(thread: Thread, info: ThreadInfo | None) -> str:
     """The thread's model, times, spending, and the calls waiting for a decision."""
     recorded = thread.metadata.get("cli", {})
     model = recorded.get("model", "unknown") if isinstance(recorded, dict) else "unknown"
-    usage, cost = thread.total_usage, thread.total_cost_usd
-    price = "cost unknown" if cost is None else f"${cost:.4f}"
     lines = [f"# {thread.thread_id} · {status(thread)}", f"model: {model}"]
     if info is not None:
         lines.append(f"started: {_when(info.created)} · last written: {_when(info.updated)}")
-    lines.append(
-        f"spent: {usage.requests:,} model calls · {usage.input_tokens:,} tokens in · "
-        f"{usage.output_tokens:,} out · {price} (subagents included)"
-    )
+    lines.append(f"spent: {spending(thread.total_usage, thread.total_cost_usd)}")
     for request in thread.requests:
-        args = request.args if isinstance(request.args, str) else dict(request.args)
-        call = call_line(ToolCall(request.tool, args, id=request.call_id))
+        call = request_line(request)
         lines.append(f"waiting for approval: {call} (tether resume {thread.thread_id})")
     return "\n".join(lines)
 
