@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from tether import ConfigurationError, create_agent
+from tether.errors import MCPServerError
 from tether.mcp import MCPServer
-from tether.messages import ToolCall
-from tether.models import ScriptedModel
+from tether.messages import AssistantMessage, BinaryPart, TextPart, ToolCall, UserMessage
+from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.testing import tool_results
 
 SERVER = str(Path(__file__).resolve().parent / "mcp_servers" / "demo.py")
@@ -52,12 +57,13 @@ def test_stdio_tools_are_prefixed_called_and_errors_are_tool_errors() -> None:
     assert result.output == "42"
 
 
-def test_a_slow_call_times_out_and_a_crashed_server_does_not_end_the_run() -> None:
+def test_a_slow_call_times_out_and_a_crashed_server_is_started_again() -> None:
     model = ScriptedModel(
         [
+            [ToolCall("demo_pid", {}, id="first")],
             [ToolCall("demo_slow", {"seconds": 5}, id="s")],
             [ToolCall("demo_crash", {}, id="c")],
-            [ToolCall("demo_add", {"a": 1, "b": 1}, id="after")],
+            [ToolCall("demo_pid", {}, id="after")],
             "carried on",
         ]
     )
@@ -67,31 +73,86 @@ def test_a_slow_call_times_out_and_a_crashed_server_does_not_end_the_run() -> No
     assert time.monotonic() - started < 5
     answers = {r.call_id: r for r in tool_results(result)}
     assert answers["s"].is_error
-    assert answers["c"].is_error
-    assert answers["after"].is_error  # the server is gone: an error, not a crash
-    assert "MCP server 'demo'" in answers["after"].text
+    assert answers["c"].is_error  # it may have run: it is not sent again
+    assert "MCP server 'demo' failed on crash: MCPError: Connection closed" in answers["c"].text
+    assert not answers["after"].is_error  # the next call starts the server again
+    assert answers["after"].text != answers["first"].text
     assert result.output == "carried on"
 
 
+def pids(result: object) -> list[int]:
+    return [int(r.text) for r in tool_results(result) if not r.is_error]  # type: ignore[arg-type]
+
+
+def killing(turns: list[list[ToolCall] | str], at: int, kill: object) -> FunctionModel:
+    """A model playing `turns` that calls `kill(result_texts)` before answering turn `at`,
+    then waits a moment as a model on the network would (the event loop runs meanwhile)."""
+
+    async def reply(request: ModelRequest) -> list[ToolCall] | str:
+        done = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if done == at:
+            kill([r.text for r in tool_results(request.messages)])  # type: ignore[operator]
+            await asyncio.sleep(0.3)
+        return turns[done]
+
+    return FunctionModel(reply)  # type: ignore[arg-type]
+
+
+def test_a_stdio_server_killed_between_calls_is_started_again() -> None:
+    def kill(texts: list[str]) -> None:
+        os.kill(int(texts[0]), signal.SIGKILL)
+
+    turns: list[list[ToolCall] | str] = [
+        [ToolCall("demo_pid", {}, id="one")],
+        [ToolCall("demo_pid", {}, id="two")],
+        "done",
+    ]
+    result = create_agent(killing(turns, 1, kill), mcp_servers=[stdio()]).run("go")
+    first, second = pids(result)
+    assert first != second
+
+
+class HTTPServer:
+    """The demo server over streamable HTTP in a process of its own, on a free port."""
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, SERVER, "http", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError("the MCP server did not start")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
 @pytest.fixture
-def http_server() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as client:
-            if client.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.kill()
-    process.wait()
+def http() -> Iterator[HTTPServer]:
+    server = HTTPServer()
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def http_server(http: HTTPServer) -> str:
+    return http.url
 
 
 def test_streamable_http_on_loopback(http_server: str) -> None:
@@ -104,7 +165,7 @@ def test_streamable_http_on_loopback(http_server: str) -> None:
 def test_bad_server_configuration() -> None:
     with pytest.raises(ConfigurationError, match="a command or a url"):
         MCPServer("x")
-    with pytest.raises(ConfigurationError, match="could not list the tools"):
+    with pytest.raises(ConfigurationError, match="could not list its tools"):
         create_agent(ScriptedModel(["x"]), mcp_servers=[MCPServer("gone", command="/nonexistent")])
 
 
@@ -124,7 +185,7 @@ def test_a_server_that_cannot_be_reached_says_why() -> None:
     with pytest.raises(ConfigurationError) as caught:
         create_agent(ScriptedModel(["x"]), mcp_servers=[MCPServer("gone", url=url)])
     said = str(caught.value)
-    assert said.startswith(f"could not list the tools of MCP server 'gone' ({url}): ")
+    assert said.startswith(f"MCP server 'gone' ({url}) could not list its tools: ")
     assert "ConnectError" in said
     assert "TaskGroup" not in said
 
@@ -203,3 +264,118 @@ def test_an_http_server_that_dies_mid_run_is_a_tool_error(http_server: str) -> N
     assert answers["after"].is_error  # the server is gone: an error, not a cancelled run
     assert "MCP server 'web'" in answers["after"].text
     assert result.output == "carried on"
+
+
+def test_an_http_server_killed_and_restarted_mid_run_is_reconnected(http: HTTPServer) -> None:
+    def restart(texts: list[str]) -> None:
+        http.kill()
+        http.start()
+
+    turns: list[list[ToolCall] | str] = [
+        [ToolCall("web_pid", {}, id="one")],
+        [ToolCall("web_pid", {}, id="two"), ToolCall("web_pid", {}, id="three")],
+        "done",
+    ]
+    server = MCPServer("web", url=http.url, timeout_seconds=5)
+    result = create_agent(killing(turns, 1, restart), mcp_servers=[server]).run("go")
+    first, second, third = pids(result)  # the new server knows no session: a new one
+    assert first != second == third
+
+
+async def test_async_with_agent_keeps_one_server_for_its_runs() -> None:
+    def turns() -> list[list[ToolCall] | str]:
+        return [[ToolCall("demo_pid", {}, id="p")], "done"]
+
+    agent = create_agent(ScriptedModel(turns() * 4), mcp_servers=[stdio()])
+    async with agent:
+        inside = [pids(await agent.arun("pid")) for _ in range(2)]
+        async with agent:  # blocks nest
+            inside.append(pids(await agent.arun("pid")))
+        inside.append(pids(await agent.arun("pid")))
+    assert len({pid for (pid,) in inside}) == 1
+    (kept,) = inside[0]
+    for _ in range(50):  # the block's end stops the server
+        try:
+            os.kill(kept, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the server outlived the block")
+    outside = create_agent(ScriptedModel(turns() * 2), mcp_servers=[stdio()])
+    (one,), (two,) = [pids(await outside.arun("pid")) for _ in range(2)]
+    assert one != two != kept  # without a block, each run starts its own
+
+
+async def test_concurrent_runs_share_the_kept_server() -> None:
+    model = FunctionModel(
+        lambda request: (
+            "done"
+            if any(isinstance(m, AssistantMessage) for m in request.messages)
+            else [ToolCall("demo_pid", {}, id="p")]
+        )
+    )
+    agent = create_agent(model, mcp_servers=[stdio()])
+    async with agent:
+        results = await asyncio.gather(*(agent.arun(f"run {n}") for n in range(4)))
+    assert len({pid for r in results for pid in pids(r)}) == 1
+    assert sum(len(pids(r)) for r in results) == 4
+
+
+def test_a_published_server_mcp_server_time() -> None:
+    """`mcp-server-time` from PyPI (a dev dependency), built on the SDK by its authors."""
+    server = MCPServer(
+        "time",
+        command=sys.executable,
+        args=["-m", "mcp_server_time", "--local-timezone", "UTC"],
+        prefix="",
+    )
+    call = ToolCall(
+        "convert_time",
+        {"source_timezone": "Europe/Paris", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        id="c",
+    )
+    now = ToolCall("get_current_time", {"timezone": "America/New_York"}, id="n")
+    bad = ToolCall("get_current_time", {"timezone": "Mars/Olympus"}, id="bad")
+    model = ScriptedModel([[call, now, bad], "done"])
+    result = create_agent(model, mcp_servers=[server]).run("What time is it?")
+    assert {"convert_time", "get_current_time"} <= {t.name for t in model.requests[0].tools}
+    answers = {r.call_id: r for r in tool_results(result)}
+    converted = json.loads(answers["c"].text)
+    assert converted["source"]["timezone"] == "Europe/Paris"
+    assert converted["target"]["timezone"] == "Asia/Tokyo"
+    assert json.loads(answers["n"].text)["timezone"] == "America/New_York"
+    assert answers["bad"].is_error
+    assert "Mars/Olympus" in answers["bad"].text
+
+
+async def test_resources_and_prompts_for_the_users_code() -> None:
+    server = stdio()
+    listed = {r.name: r for r in await server.list_resources()}
+    assert str(listed["notes"].uri) == "file:///notes.txt"
+    assert listed["logo"].mime_type == "image/png"
+    assert await server.read_resource("file:///notes.txt") == [TextPart("buy milk")]
+    (logo,) = await server.read_resource("file:///logo.png")
+    assert logo == BinaryPart(b"\x89PNG-ish", "image/png")
+    (prompt,) = await server.list_prompts()
+    assert prompt.name == "review"
+    assert [a.name for a in prompt.arguments] == ["language"]
+    history = await server.get_prompt("review", {"language": "Rust"})
+    assert history == [
+        UserMessage((TextPart("Review this Rust code."),)),
+        AssistantMessage((TextPart("Paste it and I will."),)),
+    ]
+    model = ScriptedModel(["Here is my review."])
+    result = await create_agent(model).arun("fn main() {}", message_history=history)
+    assert [m.text for m in model.requests[0].messages] == [  # type: ignore[union-attr]
+        "Review this Rust code.",
+        "Paste it and I will.",
+        "fn main() {}",
+    ]
+    assert result.output == "Here is my review."
+    with pytest.raises(MCPServerError) as caught:
+        await server.read_resource("file:///nowhere")
+    assert str(caught.value) == (
+        f"MCP server 'demo' ({sys.executable}) could not read file:///nowhere: "
+        "MCPError: Unknown resource: file:///nowhere"
+    )

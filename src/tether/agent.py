@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeAlias, TypeVar, overload
 
 from tether import _checks, prompts
 from tether.approval import (
@@ -131,6 +131,8 @@ class _Plan:
     approvals: Mapping[str, Gate]
     run_prompt: tuple[Capability, ...] = ()
     """Capabilities whose prompt section is worked out per run."""
+    held: tuple[Capability, ...] = ()
+    """Capabilities that keep something for the life of an `async with agent:` block."""
     custom_prompt: str | None = None
     base_prompt: str | None = None
     sections: tuple[tuple[Slot, str | None], ...] = ()
@@ -159,6 +161,22 @@ class Agent(Generic[OutputT]):
     output_retries: int
     checkpointer: Checkpointer | None
     _plan: _Plan = field(repr=False)
+
+    async def __aenter__(self) -> Self:
+        """Keep what runs can share (MCP server connections) until the block ends, instead
+        of each run starting its own. Runs inside the block, on its event loop, use them."""
+        opened: list[Capability] = []
+        try:
+            for capability in self._plan.held:
+                await capability.on_agent_open()
+                opened.append(capability)
+        except BaseException:
+            await _close_all(opened)
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await _close_all(self._plan.held)
 
     async def arun(
         self,
@@ -456,6 +474,18 @@ class Agent(Generic[OutputT]):
             journal = Journal(checkpointer, thread_id, me.token)
             journal.adopt(thread)
             yield journal, thread
+
+
+async def _close_all(capabilities: Sequence[Capability]) -> None:
+    """`on_agent_close` for each, last opened first; every one runs even if one fails."""
+    errors: list[Exception] = []
+    for capability in reversed(capabilities):
+        try:
+            await capability.on_agent_close()
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 def _checked_metadata(metadata: object, thread_id: str | None) -> dict[str, Any] | None:
@@ -975,6 +1005,7 @@ def _make_plan(
         around_tool=hooked("around_tool"),
         approvals=approvals,
         run_prompt=hooked("run_prompt"),
+        held=hooked("on_agent_open"),
         custom_prompt=system_prompt,
         base_prompt=profile.base_system_prompt,
         sections=tuple(sections),

@@ -37,6 +37,7 @@ __all__ = [
     "AlreadyDecidedError",
     "ConfigurationError",
     "CostUnknownWarning",
+    "MCPServerError",
     "ModelError",
     "ModelHTTPError",
     "OutputError",
@@ -122,6 +123,10 @@ class ToolError(TetherError):
 
 class ProviderBlockedError(TetherError):
     """A test tried to reach a real model provider while `tether.testing` forbids it."""
+
+
+class MCPServerError(TetherError):
+    """An MCP server could not be reached, or refused what was asked of it."""
 
 
 class ToolFatalError(TetherError):

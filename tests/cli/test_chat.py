@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -217,3 +218,30 @@ def test_a_model_that_cannot_be_used_leaves_the_session_as_it_was(project: Path)
     assert "cannot tell the provider of model 'nonsense'" in done.stdout
     assert f"model: {model}" in done.stdout
     assert "Still here." in done.stdout
+
+
+def test_a_session_keeps_its_mcp_servers_from_turn_to_turn(project: Path) -> None:
+    server = Path(__file__).parents[1] / "mcp_servers" / "demo.py"
+    (project / "tether.toml").write_text(
+        f"""
+[[mcp_servers]]
+name = "demo"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(server))}]
+"""
+    )
+    pid = [{"tool": "demo_pid", "args": {}}]
+    model = scripted(project, "pids.json", [pid, "One.", pid, "Two."])
+    done = tether(project, "--trust", "--model", model, "--no-sandbox", stdin="one\ntwo\n")
+    assert done.returncode == 0, done.stderr
+    thread = re.search(r"new thread (\S+)", done.stdout)
+    assert thread, done.stdout
+    shown = tether(project, "show", "--trust", "--json", thread[1])
+    results = [
+        r["content"][0]["text"]
+        for m in json.loads(shown.stdout)
+        if m["kind"] == "tool_results"
+        for r in m["results"]
+    ]
+    assert len(results) == 2
+    assert results[0] == results[1]  # the same server process answered both turns

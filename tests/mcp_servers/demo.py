@@ -66,9 +66,35 @@ def attach() -> list[types.ContentBlock]:
 
 
 @server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
 def crash() -> str:
     """Kills the server process."""
     os._exit(1)
+
+
+@server.resource("file:///notes.txt", name="notes", mime_type="text/plain")
+def notes() -> str:
+    """The team's notes."""
+    return "buy milk"
+
+
+@server.resource("file:///logo.png", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    return b"\x89PNG-ish"
+
+
+@server.prompt()
+def review(language: str) -> list[dict[str, object]]:
+    """Asks for a code review."""
+    return [
+        {"role": "user", "content": f"Review this {language} code."},
+        {"role": "assistant", "content": "Paste it and I will."},
+    ]
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ class Capability:
         worked out once when the run starts, after every `on_run_start`; or None."""
         return None
 
+    async def on_agent_open(self) -> None:
+        """Called when an `async with agent:` block begins: take what every run inside it
+        may share (connections, processes). Blocks may nest; count them."""
+
+    async def on_agent_close(self) -> None:
+        """Called when that block ends, however it ends: release what `on_agent_open` took."""
+
     async def on_run_start(self, state: RunState) -> None:
         """Called once before the first model call, with the history in place."""
 

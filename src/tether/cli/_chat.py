@@ -83,7 +83,10 @@ def chat(loaded: Loaded, directory: Path, thread_id: str | None, output: Output)
     except KeyboardInterrupt:  # a second Ctrl-C pressed before the prompt took the keys
         return EXIT_CODES["completed"]
     finally:
-        session.stack.close()  # the workspace the last agent used goes back to its owners
+        try:
+            session.stack.close()  # the workspace the last agent used goes back to its owners
+        finally:
+            session.runner.close()
 
 
 @dataclass
@@ -94,6 +97,9 @@ class _Session:
     thread_id: str | None
     allowances: Allowances = field(init=False)
     stack: contextlib.ExitStack[Any] = field(default_factory=contextlib.ExitStack)
+    runner: asyncio.Runner = field(default_factory=asyncio.Runner)
+    """One event loop for the session, so what the agent keeps (its MCP servers) lasts
+    from turn to turn."""
     agent: Agent[Any] = field(init=False)
     terminal: bool = field(init=False)
 
@@ -139,7 +145,7 @@ class _Session:
 
         def events() -> AsyncIterator[Event]:
             if self._read_thread().unfinished:  # a stopped turn, an unanswered question
-                asyncio.run(self.agent.aabandon(self.thread))  # is set aside
+                self.runner.run(self.agent.aabandon(self.thread))  # is set aside
             return self.agent.stream(text, thread_id=self.thread, metadata=metadata)
 
         self._turn(events)
@@ -172,7 +178,7 @@ class _Session:
             output.close()
 
     def _play(self, events: AsyncIterator[Event], output: RichOutput) -> RunResult[Any]:
-        return asyncio.run(_escapable(consume(events, output), watch=self.terminal))
+        return self.runner.run(_escapable(consume(events, output), watch=self.terminal))
 
     def _ask(self, requests: list[ApprovalRequest]) -> list[Decision]:
         return ask(requests, self.console, self.directory, self.allowances)
@@ -273,7 +279,7 @@ class _Session:
             self.console.print("the last turn stopped midway: /retry it or send a message first")
             return
         with self.console.status("compacting…"):
-            done = asyncio.run(self.agent.acompact(self.thread))
+            done = self.runner.run(self.agent.acompact(self.thread))
         if not done:
             self.console.print("nothing to compact: only the latest exchange is left")
         for event in done:
@@ -295,7 +301,7 @@ class _Session:
         from tether.cli._threads import list_threads
 
         assert self.agent.checkpointer is not None
-        asyncio.run(list_threads(self.agent.checkpointer, 10, as_json=False, mark=self.thread))
+        self.runner.run(list_threads(self.agent.checkpointer, 10, as_json=False, mark=self.thread))
 
     def _clear(self, _: str) -> None:
         self.thread_id = _new_thread()
@@ -310,7 +316,10 @@ class _Session:
         output = RichOutput(self.console)
         with contextlib.ExitStack() as stack:
             backend = stack.enter_context(workspace(loaded, self.directory, output))
-            self.agent = build_agent(loaded, self.directory, output, backend, self.allowances)
+            agent = build_agent(loaded, self.directory, output, backend, self.allowances)
+            self.runner.run(agent.__aenter__())
+            stack.callback(lambda: self.runner.run(agent.__aexit__(None, None, None)))
+            self.agent = agent
             self.stack.close()
             self.stack, self.loaded = stack.pop_all(), loaded
 
@@ -318,7 +327,7 @@ class _Session:
         from tether.checkpoint.journal import read_thread
 
         assert self.agent.checkpointer is not None
-        return asyncio.run(read_thread(self.agent.checkpointer, self.thread))
+        return self.runner.run(read_thread(self.agent.checkpointer, self.thread))
 
     def _greet(self, thread: Thread) -> None:
         from tether import __version__
