@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
@@ -11,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.tools import InjectedToolCallId, ToolException
+from langchain_core.tools import InjectedToolArg, InjectedToolCallId, ToolException
 from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel, Field
 
@@ -354,3 +355,112 @@ async def test_langchain_tools_run_as_langchain_runs_a_tool_call() -> None:
     assert answers["c1"].text == "hello in c1"
     assert answers["c2"].text == "fetched https://example.com"
     assert answers["c3"].text == "try again later (the service is down)"
+
+
+async def test_injected_arguments_come_from_the_application_never_the_model() -> None:
+    @lc_tool
+    def orders(
+        status: str,
+        user_id: Annotated[str, InjectedToolArg],
+        limit: Annotated[int, InjectedToolArg] = 3,
+    ) -> str:
+        """List the user's orders."""
+        return f"{user_id}: {limit} {status} orders"
+
+    with pytest.raises(ConfigurationError, match=r"'orders' needs user_id from the application"):
+        tools_from_langchain([orders], inject={"limit": 1})
+    (fixed,) = tools_from_langchain([orders], inject={"user_id": "u1"})
+    assert set(fixed.parameters["properties"]) == {"status"}  # the model is not asked
+    (per_run,) = tools_from_langchain(
+        [orders], inject=lambda context: {"user_id": context.deps, "limit": 9}
+    )
+    forged = '{"status": "open", "user_id": "admin", "limit": 1000}'  # the model tries
+    replies = [call_reply(("c1", "orders", forged)), text_reply("done")]
+    first = create_agent(LangChainModel(ScriptedChat(replies=list(replies))), tools=[fixed])
+    second = create_agent(LangChainModel(ScriptedChat(replies=list(replies))), tools=[per_run])
+    texts = [
+        (await agent.arun("Orders?", deps="u2")).messages[2].results[0].text  # type: ignore[union-attr]
+        for agent in (first, second)
+    ]
+    assert texts == ["u1: 3 open orders", "u2: 9 open orders"]
+
+
+def _completion(message: dict[str, Any], finish: str) -> bytes:
+    """A whole Chat Completions reply (no stream), as OpenAI's docs show it."""
+    return json.dumps(
+        {
+            "id": "chatcmpl-123",
+            "object": "chat.completion",
+            "created": 1741569952,
+            "model": "gpt-5.2",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
+        }
+    ).encode()
+
+
+WEATHER_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+}
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "whole"])
+def test_chat_openai_against_a_loopback_server(streaming: bool) -> None:
+    """langchain-openai's ChatOpenAI, unchanged, speaking HTTP to a server on loopback
+    (inside no_real_models, which lets a loopback base URL through)."""
+    from langchain_openai import ChatOpenAI
+
+    from tether.testing import no_real_models
+
+    from .faults import Reply, serving
+    from .test_openai import chat_stream
+
+    if streaming:
+        replies = [
+            Reply(body=chat_stream(None, [("call_1", "get_weather", '{"city": "Oslo"}')]).content),
+            Reply(body=chat_stream("Sunny, says the tool.").content),
+        ]
+    else:
+        whole = {"content-type": "application/json"}
+        replies = [
+            Reply(
+                body=_completion(
+                    {"role": "assistant", "content": None, "tool_calls": [WEATHER_CALL]},
+                    "tool_calls",
+                ),
+                headers=whole,
+            ),
+            Reply(
+                body=_completion({"role": "assistant", "content": "Sunny, says the tool."}, "stop"),
+                headers=whole,
+            ),
+        ]
+    with serving(replies) as server, no_real_models():
+        chat = ChatOpenAI(
+            model="gpt-5.2",
+            base_url=server.url + "/v1",
+            api_key="sk-test",  # type: ignore[arg-type]
+            max_retries=0,
+            disable_streaming=not streaming,
+        )
+        result = create_agent(LangChainModel(chat), tools=[get_weather]).run("Oslo?")
+    assert result.output == "Sunny, says the tool."
+    first, second = server.requests
+    assert first.get("stream", False) is streaming
+    assert "get_weather" in [t["function"]["name"] for t in first["tools"]]
+    (answer,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert answer == {"role": "tool", "tool_call_id": "call_1", "content": "Sunny in Oslo"}
+    assert result.usage.input_tokens == 80  # as the server reported it
+
+
+def test_chat_openai_on_openais_url_is_blocked_in_tests() -> None:
+    from langchain_openai import ChatOpenAI
+
+    from tether.errors import ProviderBlockedError
+    from tether.testing import no_real_models
+
+    chat = ChatOpenAI(model="gpt-5.2", api_key="sk-test", max_retries=0)  # type: ignore[arg-type]
+    with no_real_models(), pytest.raises(ProviderBlockedError, match=r"LangChainModel\(ChatOpenAI"):
+        create_agent(LangChainModel(chat)).run("Hi")

@@ -23,8 +23,8 @@ from __future__ import annotations
 import base64
 import functools
 import warnings
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import pydantic
 
@@ -206,7 +206,12 @@ class LangChainModel(_sdk.Adapter):
         )
 
 
-def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
+Injected: TypeAlias = Mapping[str, Any] | Callable[[ToolContext], Mapping[str, Any]]
+"""Values for the arguments LangChain tools hide from the model (`InjectedToolArg`): fixed,
+or worked out for each call from its `ToolContext` (the run's `deps`, say)."""
+
+
+def tools_from_langchain(tools: Iterable[Any], *, inject: Injected | None = None) -> list[Tool]:
     """LangChain `BaseTool`s (e.g. from `@langchain_core.tools.tool`) as tether tools.
 
     The model sees the same schema LangChain would send; LangChain validates the
@@ -214,6 +219,10 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
     `InjectedToolCallId` argument, `handle_tool_error` applies, and a
     `content_and_artifact` tool's content goes to the model, its artifact stays with
     LangChain), and its errors go back to the model as tool errors.
+
+    Arguments annotated `InjectedToolArg` take their values from `inject`, a mapping or
+    a function of the call's `ToolContext`; the model never sets them, even if it sends
+    them. A required one that `inject` (as a mapping) lacks is a ConfigurationError.
     """
     lc_tools = _sdk.require("langchain_core.tools", "langchain")()
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -225,13 +234,20 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
                 f"tools_from_langchain takes LangChain BaseTool objects, "
                 f"got {type(lc_tool).__name__}"
             )
+        hidden, required = _injected(lc_tool, lc_tools)
+        if isinstance(inject, Mapping) and required - inject.keys():
+            missing = ", ".join(sorted(required - inject.keys()))
+            raise ConfigurationError(
+                f"the LangChain tool {lc_tool.name!r} needs {missing} from the application "
+                "(InjectedToolArg): give it in tools_from_langchain(inject={...})"
+            )
         schema = convert_to_openai_tool(lc_tool)["function"]
         converted.append(
             Tool(
                 name=lc_tool.name,
                 description=schema.get("description") or lc_tool.name,
                 args_model=_AnyArgs,
-                function=functools.partial(_run_langchain_tool, lc_tool),
+                function=functools.partial(_run_langchain_tool, lc_tool, hidden, inject),
                 context_param=OPEN_CONTEXT,
                 parameters=schema.get("parameters") or {"type": "object", "properties": {}},
             )
@@ -239,11 +255,40 @@ def tools_from_langchain(tools: Iterable[Any]) -> list[Tool]:
     return converted
 
 
-async def _run_langchain_tool(lc_tool: Any, **arguments: Any) -> Any:
+def _injected(lc_tool: Any, lc_tools: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The tool's `InjectedToolArg` arguments (the call id's aside: LangChain fills that
+    in), and those of them without a default."""
+    full = lc_tool.get_input_schema()
+    fields = getattr(full, "model_fields", None)
+    if not fields:
+        return frozenset(), frozenset()
+
+    def marked(name: str, kind: type) -> bool:
+        return any(
+            isinstance(m, kind) or (isinstance(m, type) and issubclass(m, kind))
+            for m in fields[name].metadata
+        )
+
+    hidden = frozenset(
+        name
+        for name in fields
+        if marked(name, lc_tools.InjectedToolArg) and not marked(name, lc_tools.InjectedToolCallId)
+    )
+    return hidden, frozenset(n for n in hidden if fields[n].is_required())
+
+
+async def _run_langchain_tool(
+    lc_tool: Any, hidden: frozenset[str], inject: Injected | None, **arguments: Any
+) -> Any:
     """Run `lc_tool` as LangChain runs a model's tool call: with the call's id (for
-    `InjectedToolCallId`), its own error handling (`handle_tool_error`), and its content
+    `InjectedToolCallId`), the application's values for its `InjectedToolArg` arguments
+    (never the model's), its own error handling (`handle_tool_error`), and its content
     apart from its artifact (`response_format="content_and_artifact"`)."""
     context: ToolContext = arguments.pop(OPEN_CONTEXT)
+    if hidden:
+        given = inject(context) if callable(inject) else inject or {}
+        arguments = {k: v for k, v in arguments.items() if k not in hidden}
+        arguments.update({k: v for k, v in given.items() if k in hidden})
     call = {"type": "tool_call", "name": lc_tool.name, "args": arguments, "id": context.call.id}
     message = await lc_tool.ainvoke(call)
     content = getattr(message, "content", message)
