@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
-from tether import create_agent, tracing
+from tether import ConfigurationError, create_agent, tracing
 from tether.messages import ToolCall
 from tether.models import ScriptedModel
+from tether.tracing import Tracing
 
 
 @pytest.fixture
@@ -109,3 +112,108 @@ def test_a_run_without_a_thread_has_no_conversation_id(spans: InMemorySpanExport
     create_agent(ScriptedModel(["hi"]), checkpointer=None).run("go")
     run = next(s for s in spans.get_finished_spans() if s.name == "invoke_agent main")
     assert "gen_ai.conversation.id" not in (run.attributes or {})
+
+
+def own_provider() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+DELEGATING = [
+    [ToolCall("task", {"description": "look around", "subagent_type": "general-purpose"})],
+    [ToolCall("ls", {"path": "/"})],
+    "nothing here",
+    "the subagent found nothing",
+]
+
+
+def test_an_agent_traces_to_the_provider_it_is_given() -> None:
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # none global
+    provider, exporter = own_provider()
+    agent = create_agent(ScriptedModel(DELEGATING), tracing=Tracing(provider=provider))
+    agent.run("Explore.")
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("chat scripted") == 4  # the subagent's too
+    assert "invoke_agent task:general-purpose#1" in names
+    with pytest.raises(ConfigurationError, match=r"tracing must be a tether\.tracing\.Tracing"):
+        create_agent(ScriptedModel(["x"]), tracing=provider)  # type: ignore[arg-type]
+
+
+def test_model_spans_can_be_left_to_a_provider_instrumentation() -> None:
+    provider, exporter = own_provider()
+    tracing_off = Tracing(provider=provider, model_spans=False)
+    create_agent(ScriptedModel(DELEGATING), tracing=tracing_off).run("Explore.")
+    names = {s.name for s in exporter.get_finished_spans()}
+    assert names == {
+        "invoke_agent main",
+        "invoke_agent task:general-purpose#1",
+        "execute_tool task",
+        "execute_tool ls",
+    }
+
+
+def content_spans(capture: bool | None) -> list[ReadableSpan]:
+    provider, exporter = own_provider()
+    model = ScriptedModel([[ToolCall("write_todos", {"todos": []}, id="w")], "Planned."])
+    settings = Tracing(provider=provider, capture_content=capture)
+    create_agent(model, system_prompt="Be brief.", tracing=settings).run("Plan it.")
+    return list(exporter.get_finished_spans())
+
+
+CONTENT = (
+    gen_ai.GEN_AI_INPUT_MESSAGES,
+    gen_ai.GEN_AI_OUTPUT_MESSAGES,
+    gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS,
+    gen_ai.GEN_AI_TOOL_DEFINITIONS,
+    gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS,
+    gen_ai.GEN_AI_TOOL_CALL_RESULT,
+)
+
+
+def test_message_content_is_recorded_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    for span in content_spans(None):  # the default: nothing anyone said
+        assert not set(CONTENT) & set(span.attributes or {}), span.name
+    captured = content_spans(True)
+    spans = {s.name: s for s in captured}
+    first = next(s for s in captured if s.name == "chat scripted")
+    sent = json.loads(first.attributes[gen_ai.GEN_AI_INPUT_MESSAGES])  # type: ignore[arg-type, index]
+    assert sent == [{"role": "user", "parts": [{"type": "text", "content": "Plan it."}]}]
+    (instructions,) = json.loads(first.attributes[gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS])  # type: ignore[arg-type, index]
+    assert "Be brief." in instructions["content"]
+    tools = json.loads(first.attributes[gen_ai.GEN_AI_TOOL_DEFINITIONS])  # type: ignore[arg-type, index]
+    assert "write_todos" in [t["name"] for t in tools]
+    (answer,) = json.loads(first.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES])  # type: ignore[arg-type, index]
+    assert answer == {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "id": "w", "name": "write_todos", "arguments": {"todos": []}}
+        ],
+        "finish_reason": "tool_calls",
+    }
+    todo = spans["execute_tool write_todos"].attributes or {}
+    assert json.loads(todo[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"todos": []}  # type: ignore[arg-type]
+    assert todo[gen_ai.GEN_AI_TOOL_CALL_RESULT]
+    monkeypatch.setenv(tracing.CAPTURE_CONTENT_VARIABLE, "true")  # the conventions' switch
+    chat = next(s for s in content_spans(None) if s.name == "chat scripted")
+    assert gen_ai.GEN_AI_INPUT_MESSAGES in (chat.attributes or {})
+
+
+def test_a_provider_request_names_the_server_and_the_response_id() -> None:
+    from opentelemetry.semconv.attributes import server_attributes
+
+    from tether.models.openai import OpenAIModel
+
+    from .models.faults import Reply, serving
+    from .models.test_openai import chat_stream
+
+    provider, exporter = own_provider()
+    with serving([Reply(body=chat_stream("Hi.").content)]) as server:
+        model = OpenAIModel("gpt-5.2", api="chat", api_key="k", base_url=server.url + "/v1")
+        create_agent(model, tracing=Tracing(provider=provider)).run("Hello")
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name == "chat gpt-5.2"]
+    attributes = chat.attributes or {}
+    assert attributes[server_attributes.SERVER_ADDRESS] == "127.0.0.1"
+    assert attributes[server_attributes.SERVER_PORT] == server.port
+    assert attributes[gen_ai.GEN_AI_RESPONSE_ID] == "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"

@@ -59,6 +59,7 @@ from tether.prompt import Slot, assemble_system_prompt
 from tether.state import Todo
 from tether.tools.task import GENERAL_PURPOSE, SubAgent
 from tether.tools.tool import Tool, tool
+from tether.tracing import DEFAULT_TRACING, Tracing
 
 if TYPE_CHECKING:
     from tether.checkpoint.journal import Journal, Thread
@@ -133,6 +134,7 @@ class _Plan:
     """Capabilities whose prompt section is worked out per run."""
     held: tuple[Capability, ...] = ()
     """Capabilities that keep something for the life of an `async with agent:` block."""
+    tracing: Tracing = DEFAULT_TRACING
     custom_prompt: str | None = None
     base_prompt: str | None = None
     sections: tuple[tuple[Slot, str | None], ...] = ()
@@ -540,6 +542,7 @@ def create_agent(
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
+    tracing: Tracing | None = None,
 ) -> Agent[OutputT]: ...
 
 
@@ -570,6 +573,7 @@ def create_agent(
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
+    tracing: Tracing | None = None,
 ) -> Agent[str]: ...
 
 
@@ -600,6 +604,7 @@ def create_agent(
     memory: Sequence[str] = (),
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
+    tracing: Tracing | None = None,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -626,7 +631,8 @@ def create_agent(
     `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
     lists files loaded into the prompt at the start of every run.
 
-    `mcp_servers` adds the tools of MCP servers (see `tether.mcp`).
+    `mcp_servers` adds the tools of MCP servers (see `tether.mcp`). `tracing` says how
+    runs are traced with OpenTelemetry (see `tether.tracing.Tracing`); subagents share it.
 
     The harness profile registered for the model (see `tether.profiles`) applies, with
     `profile` merged on top of it.
@@ -649,6 +655,10 @@ def create_agent(
         general_purpose_subagent=general_purpose_subagent,
     )
     resolved = _resolve_model(model)
+    if tracing is not None and not isinstance(tracing, Tracing):
+        raise ConfigurationError(
+            f"tracing must be a tether.tracing.Tracing, got {type(tracing).__name__}"
+        )
     if profile is not None and not isinstance(profile, HarnessProfile):
         raise ConfigurationError(f"profile must be a HarnessProfile, got {type(profile).__name__}")
     harness = profile_for(resolved)
@@ -709,6 +719,7 @@ def create_agent(
                 command_policy=command_policy,
                 skills=skills,
                 memory=memory,
+                tracing=tracing,
             ),
         ),
     )
@@ -737,6 +748,7 @@ def create_agent(
         price_book,
         interrupt_on=interrupt_on,
         profile=harness,
+        tracing=tracing or DEFAULT_TRACING,
     )
     if plan.approvals and checkpointer is None:
         raise ConfigurationError(
@@ -962,6 +974,7 @@ def _make_plan(
     *,
     interrupt_on: Mapping[str, GateConfig] | None,
     profile: HarnessProfile,
+    tracing: Tracing,
 ) -> _Plan:
     every_tool = _profiled_tools((*tools, *(t for c in capabilities for t in c.tools())), profile)
     by_name: dict[str, Tool] = {}
@@ -1006,6 +1019,7 @@ def _make_plan(
         approvals=approvals,
         run_prompt=hooked("run_prompt"),
         held=hooked("on_agent_open"),
+        tracing=tracing,
         custom_prompt=system_prompt,
         base_prompt=profile.base_system_prompt,
         sections=tuple(sections),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from tether import prompts
+from tether import prompts, tracing
 from tether.approval import (
     ApprovalRequest,
     Decision,
@@ -224,7 +224,9 @@ class _Run:
         }
         if state.thread_id is not None:
             attributes["gen_ai.conversation.id"] = state.thread_id
-        with span(f"invoke_agent {state.path[-1]}", attributes) as current:
+        with span(
+            f"invoke_agent {state.path[-1]}", attributes, tracing=self.plan.tracing
+        ) as current:
             result = await self._execute()
             if current is not None:
                 current.set_attributes(
@@ -357,20 +359,12 @@ class _Run:
         return request
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        traced = self.plan.tracing
+        if not traced.model_spans:  # a provider's instrumentation makes them
+            return await self._stream_model(request)
         model = self.agent.model
-        settings = request.settings
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model.name,
-            "gen_ai.provider.name": model.provider or "unknown",
-        }
-        if self.state.thread_id is not None:
-            attributes["gen_ai.conversation.id"] = self.state.thread_id
-        if settings.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = settings.max_tokens
-        if settings.temperature is not None:
-            attributes["gen_ai.request.temperature"] = settings.temperature
-        with span(f"chat {model.name}", attributes, client=True) as current:
+        attributes = tracing.chat_request(model, request, self.state.thread_id, traced.content)
+        with span(f"chat {model.name}", attributes, client=True, tracing=traced) as current:
             try:
                 response = await self._stream_model(request)
             except Exception as exc:  # the span records the exception and its status
@@ -378,17 +372,7 @@ class _Run:
                     current.set_attribute("error.type", type(exc).__qualname__)
                 raise
             if current is not None:
-                usage = response.usage
-                current.set_attributes(
-                    {
-                        "gen_ai.response.model": response.model_name or model.name,
-                        "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
-                        "gen_ai.usage.input_tokens": usage.input_tokens,
-                        "gen_ai.usage.output_tokens": usage.output_tokens,
-                        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
-                        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
-                    }
-                )
+                current.set_attributes(tracing.chat_response(response, model, traced.content))
         return response
 
     async def _stream_model(self, request: ModelRequest) -> ModelResponse:
@@ -680,10 +664,13 @@ class _Run:
         }
         if tool is not None:
             attributes["gen_ai.tool.description"] = tool.description
-        with span(f"execute_tool {call.name}", attributes) as current:
+        traced = self.plan.tracing
+        with span(f"execute_tool {call.name}", attributes, tracing=traced) as current:
             result = await self.handle_tool(call, ToolContext(state, call))
             if result.is_error:
                 failed(current, "tool_error", result.text[:200])
+            if current is not None and traced.content:
+                current.set_attributes(tracing.tool_content(call.args, result))
         if self.journal is not None:  # recorded before the next model call: never run twice
             await self.journal.result(result)
         state.emit(ToolCallFinished(state.path, call, result))

@@ -563,3 +563,11 @@ async def test_tool_input_that_is_not_an_object_is_saved_and_reads_back(tmp_path
     server.replies.append(reply([text_block("Again.")]))
     again = await agent.arun("Once more?", thread_id="t")
     assert again.output == "Again."
+
+
+async def test_the_reply_carries_the_providers_message_id() -> None:
+    from tether.models import ModelRequest
+
+    server = MockServer([reply([text_block("Hi")])])
+    response = await model(server).request(ModelRequest("", (UserMessage.of("Hi"),)))
+    assert response.response_id == "msg_01XFDUDYJgAACzvnptvVoYEL"

@@ -668,3 +668,14 @@ def test_tool_arguments_on_the_wire_are_always_json() -> None:
 
     assert json.loads(_encode({"a": 1})) == {"a": 1}
     assert _encode("{broken") == "{}"
+
+
+async def test_replies_carry_the_providers_response_id() -> None:
+    from tether.models import ModelRequest
+
+    request = ModelRequest("", (UserMessage.of("Hi"),))
+    server = MockServer([responses_stream([message_item("Hi")]), chat_stream("Hi")])
+    answered = await responses_model(server).request(request)
+    assert answered.response_id == "resp_67ccd2bed1ec8190b14f964abc054267"
+    answered = await chat_model(server).request(request)
+    assert answered.response_id == "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"

@@ -93,6 +93,11 @@ class AnthropicModel(_sdk.HTTPAdapter):
     def _where(self) -> str:
         return _sdk.endpoint(self._clients, "v1/messages")
 
+    @property
+    def server_url(self) -> str:
+        """The URL requests go to."""
+        return self._where()
+
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         stream = await self._clients.get().messages.create(**self.params(request), stream=True)
         reader = _StreamReader()
@@ -159,6 +164,7 @@ class _StreamReader:
 
     blocks: dict[int, _Block] = field(default_factory=dict)
     model: str | None = None
+    response_id: str | None = None
     stop_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
 
@@ -166,6 +172,7 @@ class _StreamReader:
         kind = getattr(event, "type", None)
         if kind == "message_start":
             self.model = event.message.model
+            self.response_id = getattr(event.message, "id", None)
             self.usage.update(_usage_fields(event.message.usage))
         elif kind == "content_block_start":
             block = event.content_block
@@ -231,6 +238,7 @@ class _StreamReader:
                 ),
             ),
             finish_reason=_FINISH.get(self.stop_reason, self.stop_reason),
+            response_id=self.response_id,
         )
 
     def _arguments(self, block: _Block, streamed: str) -> dict[str, Any] | str:

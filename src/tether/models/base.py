@@ -76,6 +76,8 @@ class ModelResponse:
 
     message: AssistantMessage
     finish_reason: str | None = None
+    response_id: str | None = None
+    """The provider's id for this reply (for tracing and support requests), when it gives one."""
 
     @property
     def usage(self) -> Usage:
@@ -105,7 +107,9 @@ class Model(Protocol):
     """What the loop needs from a model.
 
     `stream` yields `StreamDelta`s as the reply arrives and ends with exactly one
-    `ModelResponse`; `request` returns that response directly.
+    `ModelResponse`; `request` returns that response directly. A model that speaks to a
+    server may also have a `server_url` attribute (the URL its requests go to), which
+    traces record.
     """
 
     @property

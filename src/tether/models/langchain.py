@@ -103,6 +103,11 @@ class LangChainModel(_sdk.Adapter):
     def __repr__(self) -> str:
         return f"LangChainModel({type(self.chat_model).__name__}, name={self._name!r})"
 
+    @property
+    def server_url(self) -> str | None:
+        """The base URL the chat model was given, when it has one."""
+        return _base_url(self.chat_model)
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         if _sdk.blocked_reason is not None and _reaches_a_provider(self.chat_model):
             raise ProviderBlockedError(  # see tether.testing.no_real_models
@@ -185,7 +190,8 @@ class LangChainModel(_sdk.Adapter):
         usage = (
             _usage(full.usage_metadata) if full.usage_metadata else self._estimated(request, parts)
         )
-        return ModelResponse(AssistantMessage(tuple(parts), model_name, usage), finish)
+        message = AssistantMessage(tuple(parts), model_name, usage)
+        return ModelResponse(message, finish, metadata.get("id"))  # LangChain's own id is a run's
 
     def _estimated(self, request: ModelRequest, parts: list[AssistantPart]) -> Usage:
         """Usage worked out from characters, said once: without it, token and cost limits
@@ -400,10 +406,15 @@ def _reaches_a_provider(chat_model: Any) -> bool:
     package = type(chat_model).__module__.split(".")[0]
     if not package.startswith("langchain_") or package == "langchain_core":
         return False
+    url = _base_url(chat_model)
+    return not _sdk.on_this_machine(url) if url is not None else True
+
+
+def _base_url(chat_model: Any) -> str | None:
     url = next(
         (getattr(chat_model, f, None) for f in _URL_FIELDS if getattr(chat_model, f, None)), None
     )
-    return not _sdk.on_this_machine(str(url)) if url is not None else True
+    return None if url is None else str(url)
 
 
 def _ls_params(chat_model: Any) -> dict[str, Any]:

@@ -111,6 +111,11 @@ class OpenAIModel(_sdk.HTTPAdapter):
             self._clients, "chat/completions" if self.api == "chat" else "responses"
         )
 
+    @property
+    def server_url(self) -> str:
+        """The URL requests go to."""
+        return self._where()
+
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         client = self._clients.get()
         if self.api == "chat":
@@ -236,9 +241,11 @@ class _ChatReader:
     finish: str | None = None
     usage: Usage = field(default_factory=Usage)
     model_name: str | None = None
+    response_id: str | None = None
 
     def read(self, chunk: Any) -> list[StreamDelta]:
         self.model_name = chunk.model or self.model_name
+        self.response_id = getattr(chunk, "id", None) or self.response_id
         if chunk.usage is not None:
             self.usage = _chat_usage(chunk.usage)
         if not chunk.choices:
@@ -281,7 +288,7 @@ class _ChatReader:
             parts.append(ToolCall(call.name, args, call.id or new_call_id()))
         finish = "tool_calls" if self.finish == "function_call" else self.finish
         message = AssistantMessage(tuple(parts), self.model_name or self.model, self.usage)
-        return ModelResponse(message, finish)
+        return ModelResponse(message, finish, self.response_id)
 
 
 def _chat_usage(usage: Any) -> Usage:
@@ -356,7 +363,7 @@ class _ResponsesReader:
             if usage is not None
             else Usage(requests=1),
         )
-        return ModelResponse(message, finish)
+        return ModelResponse(message, finish, getattr(final, "id", None))
 
 
 def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]:
