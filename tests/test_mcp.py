@@ -115,7 +115,8 @@ def test_a_stdio_server_killed_between_calls_is_started_again() -> None:
 class HTTPServer:
     """The demo server over streamable HTTP in a process of its own, on a free port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *modes: str) -> None:
+        self.modes = modes
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -124,7 +125,7 @@ class HTTPServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, SERVER, "http", str(self.port)],
+            [sys.executable, SERVER, "http", str(self.port), *self.modes],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -142,9 +143,14 @@ class HTTPServer:
             self.process.wait()
 
 
-@pytest.fixture
-def http() -> Iterator[HTTPServer]:
-    server = HTTPServer()
+HTTP_MODES = [(), ("stateless",), ("json",)]
+"""The SDK server's modes: sessions and event streams (its default), no sessions, JSON
+replies instead of streams."""
+
+
+@pytest.fixture(params=HTTP_MODES, ids=lambda modes: "+".join(modes) or "default")
+def http(request: pytest.FixtureRequest) -> Iterator[HTTPServer]:
+    server = HTTPServer(*request.param)
     server.start()
     yield server
     server.kill()

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes
 
 from tether import ConfigurationError, create_agent, tracing
 from tether.messages import ToolCall
@@ -54,19 +55,19 @@ def test_a_run_with_a_subagent_makes_nested_gen_ai_spans(spans: InMemorySpanExpo
     assert sub.parent.span_id == task.context.span_id  # type: ignore[union-attr]
     assert ls.parent.span_id == sub.context.span_id  # type: ignore[union-attr]
     chat = next(s for s in spans.get_finished_spans() if s.name == "chat scripted")
-    assert chat.attributes["gen_ai.operation.name"] == "chat"
-    assert chat.attributes["gen_ai.request.model"] == "scripted"
-    assert chat.attributes["gen_ai.usage.input_tokens"] > 0
-    assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
-    assert run.attributes["tether.stop_reason"] == "completed"
-    assert ls.attributes["gen_ai.tool.name"] == "ls"
+    assert chat.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "chat"
+    assert chat.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "scripted"
+    assert chat.attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    assert chat.attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    assert run.attributes["tether.stop_reason"] == "completed"  # tether's own
+    assert ls.attributes[gen_ai.GEN_AI_TOOL_NAME] == "ls"
 
 
 def test_a_failed_tool_call_marks_its_span(spans: InMemorySpanExporter) -> None:
     model = ScriptedModel([[ToolCall("read_file", {"file_path": "/missing"})], "ok"])
     create_agent(model).run("go")
     read = next(s for s in spans.get_finished_spans() if s.name == "execute_tool read_file")
-    assert read.attributes["error.type"] == "tool_error"
+    assert read.attributes[error_attributes.ERROR_TYPE] == "tool_error"
 
 
 def test_no_provider_means_no_spans() -> None:
@@ -77,8 +78,6 @@ def test_no_provider_means_no_spans() -> None:
 def test_spans_carry_the_gen_ai_attributes_by_their_registered_names(
     spans: InMemorySpanExporter, tmp_path: object
 ) -> None:
-    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-    from opentelemetry.semconv.attributes import error_attributes
     from opentelemetry.trace import SpanKind, StatusCode
 
     from tether import ModelError
@@ -111,7 +110,7 @@ def test_spans_carry_the_gen_ai_attributes_by_their_registered_names(
 def test_a_run_without_a_thread_has_no_conversation_id(spans: InMemorySpanExporter) -> None:
     create_agent(ScriptedModel(["hi"]), checkpointer=None).run("go")
     run = next(s for s in spans.get_finished_spans() if s.name == "invoke_agent main")
-    assert "gen_ai.conversation.id" not in (run.attributes or {})
+    assert gen_ai.GEN_AI_CONVERSATION_ID not in (run.attributes or {})
 
 
 def own_provider() -> tuple[TracerProvider, InMemorySpanExporter]:

@@ -1,5 +1,6 @@
 """A real MCP server for the tests, written with the mcp SDK: stdio by default,
-streamable HTTP on loopback with `http PORT`."""
+streamable HTTP on loopback with `http PORT`, stateless and with JSON replies (not
+streams) when `stateless` and `json` follow."""
 
 import base64
 import os
@@ -98,9 +99,16 @@ def review(language: str) -> list[dict[str, object]]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["http"]:
+    if sys.argv[1:2] == ["http"]:  # http PORT [stateless] [json]
         import anyio
 
-        anyio.run(lambda: server.run_streamable_http_async(port=int(sys.argv[2])))
+        modes = sys.argv[3:]
+        anyio.run(
+            lambda: server.run_streamable_http_async(
+                port=int(sys.argv[2]),
+                stateless_http="stateless" in modes,
+                json_response="json" in modes,
+            )
+        )
     else:
         server.run("stdio")
