@@ -73,6 +73,14 @@ def pid() -> int:
 
 
 @server.tool()
+def tally_then_crash(path: str) -> str:
+    """Appends a line to a file, then kills the server before answering."""
+    with open(path, "a") as file:
+        file.write("ran\n")
+    os._exit(1)
+
+
+@server.tool()
 def crash() -> str:
     """Kills the server process."""
     os._exit(1)

@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.tools import InjectedToolArg, InjectedToolCallId, ToolException
+from langchain_core.tools import InjectedToolCallId, ToolException
 from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel, Field
 
@@ -355,34 +355,6 @@ async def test_langchain_tools_run_as_langchain_runs_a_tool_call() -> None:
     assert answers["c1"].text == "hello in c1"
     assert answers["c2"].text == "fetched https://example.com"
     assert answers["c3"].text == "try again later (the service is down)"
-
-
-async def test_injected_arguments_come_from_the_application_never_the_model() -> None:
-    @lc_tool
-    def orders(
-        status: str,
-        user_id: Annotated[str, InjectedToolArg],
-        limit: Annotated[int, InjectedToolArg] = 3,
-    ) -> str:
-        """List the user's orders."""
-        return f"{user_id}: {limit} {status} orders"
-
-    with pytest.raises(ConfigurationError, match=r"'orders' needs user_id from the application"):
-        tools_from_langchain([orders], inject={"limit": 1})
-    (fixed,) = tools_from_langchain([orders], inject={"user_id": "u1"})
-    assert set(fixed.parameters["properties"]) == {"status"}  # the model is not asked
-    (per_run,) = tools_from_langchain(
-        [orders], inject=lambda context: {"user_id": context.deps, "limit": 9}
-    )
-    forged = '{"status": "open", "user_id": "admin", "limit": 1000}'  # the model tries
-    replies = [call_reply(("c1", "orders", forged)), text_reply("done")]
-    first = create_agent(LangChainModel(ScriptedChat(replies=list(replies))), tools=[fixed])
-    second = create_agent(LangChainModel(ScriptedChat(replies=list(replies))), tools=[per_run])
-    texts = [
-        (await agent.arun("Orders?", deps="u2")).messages[2].results[0].text  # type: ignore[union-attr]
-        for agent in (first, second)
-    ]
-    assert texts == ["u1: 3 open orders", "u2: 9 open orders"]
 
 
 def _completion(message: dict[str, Any], finish: str) -> bytes:
