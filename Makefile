@@ -57,6 +57,7 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/local_model.py 20
 	$(BIN)/python bench/durable.py 200
+	$(BIN)/python bench/mcp_servers.py 10
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

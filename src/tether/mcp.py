@@ -344,7 +344,8 @@ class _Arguments(pydantic.BaseModel):
 
 
 class MCPTools(Capability):
-    """The tools of `servers`, listed once; each run opens and closes its connections."""
+    """The tools of `servers`, listed once. A run connects at its first call to a server and
+    disconnects when it ends, unless an `async with agent:` block holds the connections."""
 
     def __init__(self, servers: Sequence[MCPServer]) -> None:
         self.servers = {s.name: s for s in servers}
