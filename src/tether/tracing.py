@@ -168,6 +168,8 @@ def _tracer(given: Any) -> Any:
     if cached is None or cached[0] is not provider:
         from tether import __version__
 
+        if len(_cached) >= 8:  # providers come and go (tests): keep only the last few
+            _cached.clear()
         cached = _cached[id(provider)] = (provider, provider.get_tracer("tether", __version__))
     return cached[1]
 
