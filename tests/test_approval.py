@@ -174,13 +174,15 @@ def test_a_when_predicate_gates_only_the_calls_it_picks(tmp_path: Path) -> None:
     assert done.files == {"/a.md": b"A", "/b.md": b"B"}
 
 
-async def test_a_subagent_refuses_the_calls_its_parent_gates(tmp_path: Path) -> None:
+async def test_a_subagents_gated_call_pauses_the_run_and_is_decided_inside_it(
+    tmp_path: Path,
+) -> None:
     def turn(request: ModelRequest) -> Turn:
         first = request.messages[0].text  # type: ignore[union-attr]
         answered = any(isinstance(m, ToolResultMessage) for m in request.messages)
         if first == "Write the notes.":  # the subagent
             if answered:
-                return "I could not write /n.md; the main agent should."
+                return "Wrote /n.md."
             return [ToolCall("write_file", {"file_path": "/n.md", "content": "N"}, id="s1")]
         if answered:
             return "done"
@@ -193,14 +195,23 @@ async def test_a_subagent_refuses_the_calls_its_parent_gates(tmp_path: Path) -> 
         interrupt_on={"write_file": True},
     )
     events = [e async for e in agent.stream("go", thread_id="t")]
+    (asked,) = [e for e in events if isinstance(e, ApprovalRequested)]  # once, from the top
+    assert asked.path == ("main",)
     result = events[-1].result  # type: ignore[union-attr]
-    assert result.stop_reason == "completed"
+    assert result.stop_reason == "interrupted"
+    (request,) = result.interrupts
+    assert (request.call_id, request.tool) == ("s1", "write_file")
+    assert request.path == ("main", "task:general-purpose#1")
     assert result.files == {}
-    (refused,) = [e.result for e in events if isinstance(e, ToolCallFinished) and len(e.path) > 1]
-    assert refused.is_error
-    assert "a subagent cannot ask for it" in refused.text
-    (report,) = [r for r in tool_results(result) if r.call_id == "t1"]
-    assert report.text == "I could not write /n.md; the main agent should."
+    from tether.checkpoint.journal import read_thread
+
+    recorded = await read_thread(agent.checkpointer, "t")  # type: ignore[arg-type]
+    assert recorded.requests == (request,)
+    done = await agent.aresume("t", decisions=[Approve()])
+    assert done.output == "done"
+    assert done.files == {"/n.md": b"N"}
+    (report,) = [r for r in tool_results(done) if r.call_id == "t1"]
+    assert report.text == "Wrote /n.md."
 
 
 async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(

@@ -7,8 +7,11 @@ decisions=[...])` answers them, in the same process or another one. A `"when"` p
 on the call's arguments gates only some calls:
 `{"write_file": {"when": lambda args: not args["file_path"].startswith("/notes/")}}`.
 
-Subagents keep their parent's gates, but cannot stop to wait: a gated call of theirs is
-refused with a tool error telling them to leave that call to the main agent.
+Subagents keep their parent's gates. A gated call of a subagent, at any depth, stops
+the whole run the same way, its request naming the subagent (`path`); `resume` goes on
+inside that subagent, and calls that finished (its own, or sibling subagents') never run
+again. Without a thread to record the wait in, a subagent's gated call is refused with
+a tool error telling it to leave that call to the main agent.
 """
 
 from __future__ import annotations
@@ -79,12 +82,35 @@ Decision: TypeAlias = Approve | Edit | Reject | Respond
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
-    """A tool call waiting for a decision, and the decisions allowed for it."""
+    """A tool call waiting for a decision, and the decisions allowed for it. `path` is
+    the agent that made it: ("main",), or a subagent's ("main", "task:coder#1")."""
 
     call_id: str
     tool: str
     args: Mapping[str, Any] | str
     allowed: tuple[DecisionKind, ...]
+    path: tuple[str, ...] = ("main",)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ApprovalRequest:
+        """A request as a thread records it (`dataclasses.asdict` of one)."""
+        return cls(
+            data["call_id"],
+            data["tool"],
+            data["args"],
+            tuple(data["allowed"]),
+            tuple(data.get("path", ("main",))),
+        )
+
+
+class SubagentPaused(BaseException):
+    """Raised through a `task` call whose subagent stopped for decisions, so the run
+    above stops too, leaving the call unanswered. A BaseException, as cancellation is:
+    tool error handling must not turn it into a result."""
+
+    def __init__(self, requests: Sequence[ApprovalRequest]) -> None:
+        super().__init__(f"{len(requests)} call(s) of a subagent wait for a decision")
+        self.requests = tuple(requests)
 
 
 @dataclass(frozen=True, slots=True)

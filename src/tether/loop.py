@@ -26,6 +26,7 @@ from tether.approval import (
     Gate,
     Reject,
     Respond,
+    SubagentPaused,
     decision_from_json,
 )
 from tether.errors import (
@@ -67,9 +68,14 @@ if TYPE_CHECKING:
     from tether.capabilities.base import ToolHandler
     from tether.checkpoint.journal import Journal, Thread
 
-__all__ = ["execute_run"]
+__all__ = ["JOURNAL", "SUBAGENT_RUNS", "execute_run"]
 
 _GATES = "approval_gates"  # in RunState.data: the gates in force for the run
+_DECISIONS = "approval_decisions"  # in RunState.data: the decisions given to the run tree
+JOURNAL = "journal"
+"""In RunState.data: the journal recording the run, when it has a thread."""
+SUBAGENT_RUNS = "subagent_runs"
+"""In RunState.data of a resumed run: its subagents' recorded runs, by `task` call id."""
 _NOT_RUN = "Not run: the final answer was given in the same turn."
 _DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
 _ANSWER_RECEIVED = "Final answer received."
@@ -123,10 +129,18 @@ async def execute_run(
         if resume:
             _restore(state, budget, thread)
     run = _Run(agent, state, budget, new_messages, journal)
+    if parent is not None:  # decisions are given to the whole tree, by call id
+        run.decisions = parent.data.get(_DECISIONS, {})
     if resume and thread is not None:
         run.pending = thread.pending_calls
         run.recorded = (thread.results, thread.started)
-        run.decisions = {k: decision_from_json(v) for k, v in thread.decisions.items()}
+        run.decisions = run.decisions | {
+            k: decision_from_json(v) for k, v in thread.decisions.items()
+        }
+        state.data[SUBAGENT_RUNS] = thread.subagents
+    state.data[_DECISIONS] = run.decisions
+    if journal is not None:
+        state.data[JOURNAL] = journal
     return await run.execute()
 
 
@@ -191,6 +205,8 @@ class _Run:
         self.recorded: tuple[dict[str, ToolResult], set[str]] = ({}, set())
         self.decisions: dict[str, Decision] = {}
         self.interrupts: list[ApprovalRequest] = []
+        self.paused: list[ApprovalRequest] = []
+        """Requests of subagents that stopped for decisions during this turn's calls."""
         self.plan = agent._plan
         self.state = state
         # A subagent keeps the gates of the agents above it (it refuses what they gate).
@@ -463,14 +479,18 @@ class _Run:
     # -- tools -------------------------------------------------------------------
 
     async def _resume_calls(self, pending: AssistantMessage) -> None:
-        """Answer the calls a killed run left: recorded results are kept, calls that never
-        started run now, and a call that started without a recorded result is reported
-        as interrupted (or run again, for an idempotent tool)."""
+        """Answer the calls a killed or paused run left: recorded results are kept, calls
+        that never started run now, a `task` call whose subagent's run is unfinished goes
+        on with that run, and a call that started without a recorded result is reported as
+        interrupted (or run again, for an idempotent tool)."""
         results, started = self.recorded
+        below = self.state.data.get(SUBAGENT_RUNS, {})
         known: dict[str, ToolResult] = {}
         for call in pending.tool_calls:
             if call.id in results:
                 known[call.id] = results[call.id]
+            elif call.id in below and below[call.id].unfinished:
+                continue  # the subagent resumes where it stopped
             elif call.id in started:
                 tool = self.plan.tools.get(call.name)
                 if tool is None or not tool.idempotent:
@@ -501,11 +521,15 @@ class _Run:
         try:
             await self._run_tools(calls, to_run, results)
         finally:
-            self.state.messages.append(
-                ToolResultMessage(
-                    tuple(r or self._stopped(calls[i], None) for i, r in enumerate(results))
+            if not self.paused:
+                self.state.messages.append(
+                    ToolResultMessage(
+                        tuple(r or self._stopped(calls[i], None) for i, r in enumerate(results))
+                    )
                 )
-            )
+        if self.paused:  # a subagent waits for decisions: so does this run, calls unanswered
+            await self._interrupt(self.paused)
+            return
         if answer_error is not None:
             self._output_failed(answer_error, None)
 
@@ -532,14 +556,13 @@ class _Run:
                 self.state.emit(ToolCallFinished(self.state.path, calls[i], refused))
             waiting = []
         if waiting:
-            self.interrupts = [
-                ApprovalRequest(c.id, c.name, c.args, gates[c.name].allowed)
-                for c in (calls[i] for i in waiting)
-            ]
-            self.stop_reason = "interrupted"
-            if self.journal is not None:
-                await self.journal.interrupt(self.state, [asdict(r) for r in self.interrupts])
-            self.state.emit(ApprovalRequested(self.state.path, tuple(self.interrupts)))
+            path = self.state.path
+            await self._interrupt(
+                [
+                    ApprovalRequest(c.id, c.name, c.args, gates[c.name].allowed, path)
+                    for c in (calls[i] for i in waiting)
+                ]
+            )
             return True
         for i, call in enumerate(calls):
             decision = self.decisions.get(call.id)
@@ -556,6 +579,16 @@ class _Run:
                 results[i] = result = ToolResult.of(call, decision.message)
                 self.state.emit(ToolCallFinished(self.state.path, call, result, "answered"))
         return False
+
+    async def _interrupt(self, requests: list[ApprovalRequest]) -> None:
+        """Stop the run for decisions on `requests` (its own calls', or its subagents'),
+        recorded in its thread; the top run of the tree tells the caller."""
+        self.interrupts = requests
+        self.stop_reason = "interrupted"
+        if self.journal is not None:
+            await self.journal.interrupt(self.state, [asdict(r) for r in requests])
+        if self.state.parent is None:
+            self.state.emit(ApprovalRequested(self.state.path, tuple(requests)))
 
     def _rewrite_call(self, call: ToolCall) -> None:
         """Put an edited call in place of the model's, so the history shows what ran."""
@@ -652,7 +685,7 @@ class _Run:
         self.state.emit(ToolCallFinished(self.state.path, call, result))
         return result
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, call: ToolCall) -> ToolResult | None:
         state = self.state
         state.emit(ToolCallStarted(state.path, call))
         tool = self.plan.tools.get(call.name)
@@ -666,7 +699,11 @@ class _Run:
             attributes["gen_ai.tool.description"] = tool.description
         traced = self.plan.tracing
         with span(f"execute_tool {call.name}", attributes, tracing=traced) as current:
-            result = await self.handle_tool(call, ToolContext(state, call))
+            try:
+                result = await self.handle_tool(call, ToolContext(state, call))
+            except SubagentPaused as paused:  # the call waits, unanswered
+                self.paused += paused.requests
+                return None
             if result.is_error:
                 failed(current, "tool_error", result.text[:200])
             if current is not None and traced.content:

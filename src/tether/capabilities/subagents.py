@@ -12,15 +12,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether import prompts
+from tether.approval import SubagentPaused
 from tether.capabilities.base import Capability
 from tether.errors import TetherError, ToolError
-from tether.messages import AssistantMessage, UserMessage
+from tether.messages import AssistantMessage, Message, UserMessage
 from tether.state import RunState, ToolContext
 from tether.tools.task import GENERAL_PURPOSE, TASK, TASK_RUNNER, SubAgent, task_tool
 from tether.tools.tool import Tool
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
+    from tether.checkpoint.journal import Journal, Thread
 
 __all__ = ["GENERAL_PURPOSE_AGENT", "Subagents"]
 
@@ -79,22 +81,40 @@ class Subagents(Capability):
                 f"Subagents may nest at most {most} deep and this one would be {depth} deep. "
                 "Do this task yourself."
             )
-        from tether.loop import execute_run  # the loop module imports this one
+        from tether.loop import JOURNAL, SUBAGENT_RUNS, execute_run  # it imports this module
 
         number = state.data.get("task_runs", 0) + 1
         state.data["task_runs"] = number
+        call_id = context.call.id
+        above: Journal | None = state.data.get(JOURNAL)  # the subagent records in it too
+        journal = above.under(call_id) if above is not None else None
+        path = (*state.path, f"{TASK}:{name}#{number}")
+        messages: list[Message] = [UserMessage.of(description)]
+        new, thread = 1, None
+        earlier: Thread | None = state.data.get(SUBAGENT_RUNS, {}).get(call_id)
+        if earlier is not None and earlier.unfinished and journal is not None:
+            journal.adopt(earlier)  # its run goes on where it stopped
+            messages, thread = earlier.messages, earlier
+            new = len(messages) - earlier.run_start
+            path = earlier.path or path
         try:
             result = await execute_run(
                 agent,
-                [UserMessage.of(description)],
+                messages,
+                new_messages=new,
                 deps=state.deps,
                 emit=state.emit,
-                path=(*state.path, f"{TASK}:{name}#{number}"),
+                path=path,
                 budget=budget.child(spec.limits),
                 parent=state,
+                journal=journal,
+                thread=thread,
+                resume=thread is not None,
             )
         except TetherError as exc:
             raise ToolError(f"The subagent {name!r} failed: {exc}") from exc
+        if result.stop_reason == "interrupted":
+            raise SubagentPaused(result.interrupts)  # this call waits with it
         return report(result)
 
 

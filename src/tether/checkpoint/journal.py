@@ -66,10 +66,19 @@ class Journal:
     (`holder`, a token): once another run has taken the thread over, nothing more is
     written, and `lost` says so."""
 
-    def __init__(self, checkpointer: Checkpointer, thread_id: str, holder: str | None) -> None:
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        thread_id: str,
+        holder: str | None,
+        at: tuple[str, ...] = (),
+    ) -> None:
         self.checkpointer = checkpointer
         self.thread_id = thread_id
         self.holder = holder
+        self.at = at
+        """The `task` call ids leading to the subagent whose run this records; () for the
+        thread's own run."""
         self.lost = False
         self._recorded = 0
         self._last: Message | None = None
@@ -77,6 +86,11 @@ class Journal:
         self._todos: tuple[Todo, ...] = ()
         self.metadata: dict[str, Any] | None = None
         """Recorded with the run's start, when given."""
+
+    def under(self, call_id: str) -> Journal:
+        """A journal for the run of the subagent that the `task` call `call_id` of this
+        journal's run started, in the same thread."""
+        return Journal(self.checkpointer, self.thread_id, self.holder, (*self.at, call_id))
 
     def adopt(self, thread: Thread) -> None:
         """Start from what `thread` already holds, so only changes are written."""
@@ -87,6 +101,8 @@ class Journal:
 
     async def begin(self, state: RunState, start: int) -> None:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
+        if self.at:
+            record["path"] = list(state.path)
         if self.metadata is not None:
             record["meta"] = self.metadata
         await self._append([record, self._sync(state)])
@@ -131,6 +147,8 @@ class Journal:
         await self._append([record, {"t": "end", "stop": "cancelled", "output": None}])
 
     async def _append(self, records: list[Record]) -> None:
+        if self.at:
+            records = [{**r, "at": list(self.at)} for r in records]
         try:
             await self.checkpointer.append(self.thread_id, records, holder=self.holder)
         except ThreadBusyError:
@@ -206,6 +224,10 @@ class Thread:
     """What every run of the thread used, subagents included; `usage` is the last run's."""
     total_cost_usd: float | None = 0.0
     """What every run of the thread cost; None when a price was unknown."""
+    subagents: dict[str, Thread] = field(default_factory=dict)
+    """The runs of the subagents the last run started, by the id of their `task` call."""
+    path: tuple[str, ...] = ()
+    """A subagent's run: its agent path, as recorded."""
 
     @property
     def requests(self) -> tuple[ApprovalRequest, ...]:
@@ -262,9 +284,7 @@ class Thread:
 
 
 def _requests(records: Sequence[dict[str, Any]]) -> tuple[ApprovalRequest, ...]:
-    return tuple(
-        ApprovalRequest(r["call_id"], r["tool"], r["args"], tuple(r["allowed"])) for r in records
-    )
+    return tuple(ApprovalRequest.from_json(r) for r in records)
 
 
 async def read_thread(checkpointer: Checkpointer, thread_id: str) -> Thread:
@@ -284,16 +304,11 @@ async def read_thread(checkpointer: Checkpointer, thread_id: str) -> Thread:
 def replay(thread_id: str, records: Sequence[Record]) -> Thread:
     """The thread as its records leave it."""
     thread = Thread(thread_id)
-    for number, record in enumerate(records, 1):
+    own, below = _split(records)
+    for number, record in own:
         kind = record["t"]
         if kind == "run":
-            if record["run"] != thread.run_id:  # not a resumed run starting over
-                _add_up(thread)
-                thread.usage, thread.cost_usd, thread.steps = Usage(), 0.0, 0
-            thread.metadata = record.get("meta", thread.metadata)
-            thread.run_id, thread.run_start = record["run"], record["start"]
-            thread.stop_reason, thread.output, thread.interrupts = None, None, []
-            thread.results, thread.started, thread.decisions = {}, set(), {}
+            _begin_run(thread, record)
         elif kind == "sync":
             _apply_sync(thread, record)
         elif kind == "started":
@@ -316,7 +331,39 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
                 "a newer tether wrote it; upgrade tether"
             )
     _add_up(thread)
+    thread.subagents = {call_id: replay(thread_id, kept) for call_id, kept in below.items()}
     return thread
+
+
+def _split(
+    records: Sequence[Record],
+) -> tuple[list[tuple[int, Record]], dict[str, list[Record]]]:
+    """The thread's own records (numbered from 1 among all), and those of the subagents
+    its last run started, by the id of their `task` call (one level of `at` taken off)."""
+    own: list[tuple[int, Record]] = []
+    below: dict[str, list[Record]] = {}
+    run = None
+    for number, record in enumerate(records, 1):
+        at = record.get("at")
+        if at:
+            below.setdefault(at[0], []).append({**record, "at": at[1:]})
+            continue
+        if record["t"] == "run" and record["run"] != run:  # a new run: new subagents
+            run, below = record["run"], {}
+        own.append((number, record))
+    return own, below
+
+
+def _begin_run(thread: Thread, record: Record) -> None:
+    """A run's first record (or a resumed run's, with the same id)."""
+    if record["run"] != thread.run_id:  # not a resumed run starting over
+        _add_up(thread)
+        thread.usage, thread.cost_usd, thread.steps = Usage(), 0.0, 0
+    thread.path = tuple(record.get("path", ()))
+    thread.metadata = record.get("meta", thread.metadata)
+    thread.run_id, thread.run_start = record["run"], record["start"]
+    thread.stop_reason, thread.output, thread.interrupts = None, None, []
+    thread.results, thread.started, thread.decisions = {}, set(), {}
 
 
 def _add_up(thread: Thread) -> None:
