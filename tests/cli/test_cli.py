@@ -544,3 +544,32 @@ def test_warnings_speak_the_commands_language(project: Path) -> None:
     assert line.startswith("warning: --max-cost is set, but the price of test:answer.json")
     assert '[prices."test:answer.json"] input_per_mtok = ...' in line
     assert "create_agent" not in line
+
+
+def test_a_subagents_edit_waits_for_approval_and_runs_once_resumed(project: Path) -> None:
+    script = {
+        "Write the notes.": [
+            [{"tool": "write_file", "args": {"file_path": "/NOTES.md", "content": "# N\n"}}],
+            "Wrote NOTES.md.",
+        ],
+        "": [
+            [
+                {
+                    "tool": "task",
+                    "args": {"subagent_type": "general-purpose", "description": "Write the notes."},
+                }
+            ],
+            "The subagent wrote them.",
+        ],
+    }
+    delegate = scripted(project, "delegate.json", script)
+    done = tether(project, "run", "--model", delegate, "--no-sandbox", "Notes, please.")
+    assert done.returncode == 3, done.stdout + done.stderr
+    waiting = "  write_file /NOTES.md (by subagent general-purpose#1)"
+    assert f"Waiting for approval of 1 call(s):\n{waiting}" in done.stdout
+    assert not (project / "NOTES.md").exists()
+    thread = done.stdout.split("tether resume ")[1].split()[0]
+    resumed = tether(project, "resume", thread, "--approve", "--model", delegate, "--no-sandbox")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "The subagent wrote them." in resumed.stdout
+    assert (project / "NOTES.md").read_text() == "# N\n"

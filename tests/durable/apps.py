@@ -61,3 +61,26 @@ gated = DurableAgent(
     poll_seconds=0.1,
     schema=SCHEMA,
 )
+
+
+async def delegating(request: ModelRequest) -> Turn:
+    """The main agent hands the work to a subagent, whose one `append` is gated."""
+    await asyncio.sleep(PAUSE)
+    first = request.messages[0].text  # type: ignore[union-attr]
+    answers = [
+        r.text for m in request.messages if isinstance(m, ToolResultMessage) for r in m.results
+    ]
+    if first == "Append once.":  # the subagent
+        return f"sub: {answers[-1]}" if answers else [ToolCall("append", {"step": 0})]
+    if answers:
+        return f"delegated: {answers[-1]}"
+    task = {"subagent_type": "general-purpose", "description": "Append once."}
+    return [ToolCall("task", task)]
+
+
+delegated = DurableAgent(
+    create_agent(FunctionModel(delegating), tools=[append], interrupt_on={"append": True}),
+    name="delegated",
+    poll_seconds=0.1,
+    schema=SCHEMA,
+)

@@ -205,6 +205,25 @@ def test_a_waiting_run_survives_its_worker_and_resumes_on_decisions(
     assert ran == [(2,)]
 
 
+def test_a_subagents_gated_call_waits_and_resumes_on_a_worker(
+    apps: ModuleType, workers: Workers
+) -> None:
+    workers.start("s1")
+    handle = apps.delegated.enqueue("go", thread_id="deleg-1")
+    first = handle.result(timeout=60)
+    assert first.stop_reason == "interrupted"
+    (request,) = first.interrupts
+    assert (request.tool, request.path) == ("append", ("main", "task:general-purpose#1"))
+    workers.kill("s1")
+    handle.decide([Approve()])
+    workers.start("s1")
+    final = handle.result(timeout=60)
+    assert final.stop_reason == "completed"
+    assert final.output == "delegated: sub: logged step 0"
+    ran = query(apps, "SELECT count(*) FROM durable_runs WHERE key LIKE 'deleg-1:%%'")
+    assert ran == [(1,)]
+
+
 def test_misuse_is_a_clear_error(apps: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = create_agent(ScriptedModel(["ok"]))
     with pytest.raises(ConfigurationError, match="Postgres URL"):

@@ -25,7 +25,7 @@ from tether.approval import (
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
 from tether.cli._permissions import Allowances
-from tether.cli._render import shown
+from tether.cli._render import asked_by, shown
 from tether.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def ask(
             console.print(f"[yellow]Not asked: {escape(shown(doomed))}[/]")
             decisions.append(Respond(f"Not run: {doomed}"))
             continue
-        console.rule(f"[bold]Approval {number} of {len(requests)}: {request.tool}[/]")
+        title = f"Approval {number} of {len(requests)}: {request.tool}{asked_by(request)}"
+        console.rule(f"[bold]{escape(title)}[/]")
         _show(request, console, workspace)
         decision = _decide(request, console, always=allowances is not None)
         if decision is None:

@@ -42,6 +42,7 @@ __all__ = [
     "QuietOutput",
     "RichOutput",
     "agent_label",
+    "asked_by",
     "call_line",
     "cut",
     "exit_code",
@@ -120,9 +121,16 @@ def cut(text: str, limit: int) -> str:
 
 
 def request_line(request: ApprovalRequest) -> str:
-    """A call waiting for approval as one short line, as `call_line` writes a call."""
+    """A call waiting for approval as one short line, as `call_line` writes a call, with
+    the subagent that made it."""
     args = request.args if isinstance(request.args, str) else dict(request.args)
-    return call_line(ToolCall(request.tool, args, id=request.call_id))
+    return call_line(ToolCall(request.tool, args, id=request.call_id)) + asked_by(request)
+
+
+def asked_by(request: ApprovalRequest) -> str:
+    """ " (by subagent outer#1/inner#1)" for a subagent's call; "" for the agent's."""
+    label = agent_label(request.path)
+    return f" (by subagent {label})" if label else ""
 
 
 def spending(usage: Usage, cost: float | None) -> str:
