@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
+from pydantic import BaseModel
 
 from tether import ConfigurationError, Limits, Price, SubAgent, ToolContext, create_agent, tool
 from tether.backends import Rule, StateBackend
@@ -383,3 +384,47 @@ def test_the_general_purpose_subagent_has_the_parents_capability_tools() -> None
         r for r in model.requests if r.messages[0].text == "stamp it" and len(r.messages) > 1
     ]
     assert tool_texts(after.messages) == ["stamped"]  # the subagent's own call ran
+
+
+class Verdict(BaseModel):
+    ok: bool
+    reason: str
+
+
+def analyst(answers: list[Turn]) -> FunctionModel:
+    """The main agent asks the analyst once and reports what came back; the analyst plays
+    `answers`, one a turn."""
+
+    def turn(request: ModelRequest) -> Turn:
+        done = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if request.messages[0].text == "Judge it.":  # type: ignore[union-attr]
+            return answers[done]
+        if done:
+            return f"got: {tool_results(request.messages)[-1].text}"
+        return [ToolCall("task", {"subagent_type": "analyst", "description": "Judge it."})]
+
+    return FunctionModel(turn)
+
+
+def test_a_subagent_with_an_output_type_answers_with_a_validated_object() -> None:
+    answers: list[Turn] = [
+        "It looks fine.",  # text instead of the answer tool: told to use it
+        [ToolCall("final_result", {"ok": "perhaps"})],  # invalid: told why
+        [ToolCall("final_result", {"ok": True, "reason": "tests pass"})],
+    ]
+    spec = SubAgent("analyst", "Judges.", output_type=Verdict)
+    result = create_agent(analyst(answers), subagents=[spec]).run("Is it ok?")
+    assert result.output == 'got: {"ok":true,"reason":"tests pass"}'
+    assert Verdict.model_validate_json(result.output.removeprefix("got: ")).ok
+
+
+def test_a_subagent_that_never_gives_a_valid_answer_is_a_tool_error() -> None:
+    spec = SubAgent("analyst", "Judges.", output_type=Verdict)
+    result = create_agent(analyst(["No."] * 10), subagents=[spec]).run("Is it ok?")
+    assert result.output.startswith("got: The subagent 'analyst' failed: ")
+    assert "final answer" in result.output  # the OutputError says what went wrong
+
+
+def test_a_subagent_output_type_pydantic_cannot_take_is_refused_when_built() -> None:
+    with pytest.raises(ConfigurationError, match=r"^subagent 'a': output_type <object object"):
+        create_agent(ScriptedModel(["x"]), subagents=[SubAgent("a", "A.", output_type=object())])

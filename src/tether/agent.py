@@ -704,6 +704,7 @@ def create_agent(
                 system_prompt="\n\n".join(
                     part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
                 ),
+                output_type=spec.output_type,
                 limits=spec.limits or without_spending_limits(limits),
                 capabilities=(*spec.capabilities, *(inherited if _inherits(spec) else ())),
                 model_settings=model_settings if spec.model is None else None,
@@ -894,7 +895,14 @@ def _subagent_capabilities(
         chosen = {default.name: default, **chosen}
     if not chosen:
         return ()
-    return (Subagents({name: (spec, build(spec)) for name, spec in chosen.items()}),)
+
+    def built(spec: SubAgent) -> Agent[Any]:
+        try:
+            return build(spec)
+        except ConfigurationError as exc:  # say which subagent's settings are wrong
+            raise ConfigurationError(f"subagent {spec.name!r}: {exc}") from exc
+
+    return (Subagents({name: (spec, built(spec)) for name, spec in chosen.items()}),)
 
 
 def _inherits(spec: SubAgent) -> bool:

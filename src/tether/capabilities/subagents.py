@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_json
+
 from tether import prompts
 from tether.approval import SubagentPaused
 from tether.capabilities.base import Capability
@@ -119,9 +121,12 @@ class Subagents(Capability):
 
 
 def report(result: RunResult[Any]) -> str:
-    """A subagent's answer, or its last words marked as a partial report."""
+    """A subagent's answer (text, or a structured answer as JSON), or its last words
+    marked as a partial report."""
     if result.stop_reason == "completed":
-        return str(result.output)  # subagents answer in text
+        if isinstance(result.output, str):
+            return result.output
+        return to_json(result.output).decode()
     last = next(
         (m.text for m in reversed(result.messages) if isinstance(m, AssistantMessage) and m.text),
         "",

@@ -41,6 +41,9 @@ class SubAgent:
     or given. `permissions` apply on top of the parent's, so a subagent
     can be narrower, never wider. `limits` are its own, inside the parent's budget.
     `subagents` lets it delegate in turn, up to `Limits.max_subagent_depth`.
+    `output_type` (a pydantic model, say) makes it answer through its own `final_result`
+    tool, validated and retried as the main agent's answer is; the `task` call then
+    returns the answer as JSON.
     """
 
     name: str
@@ -52,6 +55,7 @@ class SubAgent:
     capabilities: Sequence[Capability] = ()
     limits: Limits | None = None
     subagents: Sequence[SubAgent] = ()
+    output_type: Any = str
 
     def __post_init__(self) -> None:
         name = self.name
