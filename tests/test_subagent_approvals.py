@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tether import AlreadyDecidedError, Approve, Reject, SubAgent, create_agent, tool
+from tether import (
+    AlreadyDecidedError,
+    Approve,
+    ConfigurationError,
+    Reject,
+    SubAgent,
+    create_agent,
+    tool,
+)
 from tether.agent import Agent
 from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest
@@ -174,3 +182,41 @@ def test_a_run_killed_inside_a_subagent_goes_on_inside_it(tmp_path: Path) -> Non
     result = agent(crash_at=None).resume("job")
     assert result.output == "the sub counted"
     assert calls == [0, 1, 2]  # 0 is not run again; 1 was cut short, and is not either
+
+
+def test_a_subagents_own_gates_pause_it_and_never_its_parent(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy to a target."""
+        with log.open("a") as file:
+            file.write(f"deploy {target}\n")
+        return f"deployed to {target}"
+
+    def turn(request: ModelRequest) -> Turn:
+        done = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if request.messages[0].text == "Deploy prod.":  # type: ignore[union-attr]
+            return [[ToolCall("deploy", {"target": "prod"}, id="d-sub")], "sub deployed"][done]
+        staging = ToolCall("deploy", {"target": "staging"}, id="d-main")
+        return [[staging], [task("careful", "Deploy prod.", "t")], "all deployed"][done]
+
+    careful = SubAgent("careful", "Deploys with approval.", interrupt_on={"deploy": True})
+    agent = create_agent(
+        FunctionModel(turn),
+        tools=[deploy],
+        subagents=[careful],
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+    )
+    paused = agent.run("Deploy everywhere.")  # a thread is made: a subagent may wait
+    assert paused.stop_reason == "interrupted"
+    assert [(r.call_id, r.path) for r in paused.interrupts] == [
+        ("d-sub", ("main", "task:careful#1"))
+    ]
+    assert ran(log) == ["deploy staging"]  # the parent's own call was not gated
+    assert paused.thread_id is not None
+    done = agent.resume(paused.thread_id, decisions=[Approve()])
+    assert done.output == "all deployed"
+    assert ran(log) == ["deploy prod", "deploy staging"]
+    with pytest.raises(ConfigurationError, match="a subagent's\\) needs a checkpointer"):
+        create_agent(FunctionModel(turn), tools=[deploy], subagents=[careful], checkpointer=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -428,3 +429,111 @@ def test_a_subagent_that_never_gives_a_valid_answer_is_a_tool_error() -> None:
 def test_a_subagent_output_type_pydantic_cannot_take_is_refused_when_built() -> None:
     with pytest.raises(ConfigurationError, match=r"^subagent 'a': output_type <object object"):
         create_agent(ScriptedModel(["x"]), subagents=[SubAgent("a", "A.", output_type=object())])
+
+
+def test_skills_and_memory_are_inherited_unless_the_subagent_sets_its_own(tmp_path: Path) -> None:
+    from tether.backends import FilesystemBackend
+
+    (tmp_path / "skills" / "notes").mkdir(parents=True)
+    (tmp_path / "skills" / "notes" / "SKILL.md").write_text(
+        "---\nname: notes\ndescription: Take notes.\n---\n\nBody.\n"
+    )
+    (tmp_path / "AGENTS.md").write_text("The parent's memory.\n")
+    (tmp_path / "SUB.md").write_text("The subagent's memory.\n")
+    model = by_task(
+        {
+            "go": [[delegate("a", "plain", "t1"), delegate("b", "bare", "t2")], "done"],
+            "a": ["did a"],
+            "b": ["did b"],
+        }
+    )
+    plain = SubAgent("plain", "Inherits.")
+    bare = SubAgent("bare", "Has its own.", skills=[], memory=["/SUB.md"])
+    create_agent(
+        model,
+        backend=FilesystemBackend(tmp_path),
+        skills=["/skills/"],
+        memory=["/AGENTS.md"],
+        subagents=[plain, bare],
+    ).run("go")
+    prompts = {r.messages[0].text: r.system_prompt for r in model.requests}
+    assert "- notes: Take notes." in prompts["a"]
+    assert "The parent's memory." in prompts["a"]
+    assert "- notes: Take notes." not in prompts["b"]
+    assert "The subagent's memory." in prompts["b"]
+    assert "The parent's memory." not in prompts["b"]
+
+
+def test_a_subagents_own_mcp_servers_are_its_alone() -> None:
+    import sys
+
+    from tether.mcp import MCPServer
+
+    from .test_mcp import SERVER
+
+    server = MCPServer("demo", command=sys.executable, args=[SERVER])
+    model = by_task(
+        {
+            "go": [[delegate("add", "adder")], "done"],
+            "add": [[ToolCall("demo_add", {"a": 2, "b": 3}, id="a")], "5"],
+        }
+    )
+    adder = SubAgent("adder", "Adds.", mcp_servers=[server])
+    result = create_agent(model, subagents=[adder]).run("go")
+    assert tool_texts(result.messages) == ["5"]
+    tools = {r.messages[0].text: {t.name for t in r.tools} for r in model.requests}
+    assert "demo_add" in tools["add"]
+    assert "demo_add" not in tools["go"]
+
+
+def test_an_agent_built_elsewhere_serves_as_a_subagent() -> None:
+    @tool
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        return f"{term}: found"
+
+    researcher = create_agent(
+        ScriptedModel([[ToolCall("lookup", {"term": "tether"}, id="l")], "tether: found"]),
+        tools=[lookup],
+        system_prompt="You research.",
+        checkpointer=None,
+    )
+    lead_model = ScriptedModel([[delegate("Research tether.", "researcher")], "Done."])
+    lead = create_agent(
+        lead_model, subagents=[SubAgent("researcher", "Researches.", agent=researcher)]
+    )
+    events = list_events(lead, "Go.")
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert tool_texts(result.messages) == ["tether: found"]
+    assert set(result.usage_by_agent) == {"main", "main/task:researcher#1"}  # one budget
+    paths = {e.path for e in events if isinstance(e, ToolCallFinished)}
+    assert ("main", "task:researcher#1") in paths  # its events stream through the lead
+    with pytest.raises(ConfigurationError, match="set tools, model on that agent instead"):
+        SubAgent("r", "R.", agent=researcher, tools=[], model="test")
+    with pytest.raises(ConfigurationError, match="agent must be made by create_agent"):
+        create_agent(lead_model, subagents=[SubAgent("r", "R.", agent="an agent")])  # type: ignore[arg-type]
+
+
+def list_events(agent: object, prompt: str) -> list[object]:
+    async def collect() -> list[object]:
+        return [e async for e in agent.stream(prompt)]  # type: ignore[attr-defined]
+
+    return asyncio.run(collect())
+
+
+def test_the_general_purpose_profile_can_add_tools() -> None:
+    from tether.profiles import GeneralPurposeProfile, HarnessProfile
+
+    def stamp() -> str:
+        """Stamp the report."""
+        return "stamped"
+
+    model = by_task(
+        {"go": [[delegate("stamp it")], "done"], "stamp it": [[ToolCall("stamp", {})], "ok"]}
+    )
+    profile = HarnessProfile(general_purpose_subagent=GeneralPurposeProfile(tools=(stamp,)))
+    result = create_agent(model, profile=profile).run("go")
+    assert tool_texts(result.messages) == ["ok"]
+    tools = {r.messages[0].text: {t.name for t in r.tools} for r in model.requests}
+    assert {"stamp", "read_file"} <= tools["stamp it"]  # the parent's tools, and the added one
+    assert "stamp" not in tools["go"]

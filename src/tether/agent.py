@@ -134,6 +134,8 @@ class _Plan:
     """Capabilities whose prompt section is worked out per run."""
     held: tuple[Capability, ...] = ()
     """Capabilities that keep something for the life of an `async with agent:` block."""
+    waits: bool = False
+    """Whether a run may stop for decisions: this agent gates calls, or a subagent does."""
     tracing: Tracing = DEFAULT_TRACING
     custom_prompt: str | None = None
     base_prompt: str | None = None
@@ -420,7 +422,7 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
-        if thread_id is None and self._plan.approvals:
+        if thread_id is None and self._plan.waits:
             thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
         recorded = _checked_metadata(metadata, thread_id)
         if thread_id is None:
@@ -718,8 +720,10 @@ def create_agent(
                 general_purpose_subagent=False,
                 compaction=compaction,
                 command_policy=command_policy,
-                skills=skills,
-                memory=memory,
+                skills=skills if spec.skills is None else spec.skills,
+                memory=memory if spec.memory is None else spec.memory,
+                mcp_servers=spec.mcp_servers,
+                interrupt_on=spec.interrupt_on,
                 tracing=tracing,
             ),
         ),
@@ -751,9 +755,10 @@ def create_agent(
         profile=harness,
         tracing=tracing or DEFAULT_TRACING,
     )
-    if plan.approvals and checkpointer is None:
+    if plan.waits and checkpointer is None:
         raise ConfigurationError(
-            "interrupt_on needs a checkpointer: a run waiting for a decision is resumed "
+            "interrupt_on (the agent's or a subagent's) needs a checkpointer: a run waiting "
+            "for a decision is resumed "
             "from its thread"
         )
     return Agent(
@@ -890,6 +895,7 @@ def _subagent_capabilities(
         name=general.name or GENERAL_PURPOSE,
         description=general.description or GENERAL_PURPOSE_AGENT.description,
         system_prompt=general.system_prompt,
+        capabilities=(_GivenTools(general.tools),) if general.tools else (),
     )
     if general_purpose and default.name not in chosen:
         chosen = {default.name: default, **chosen}
@@ -897,12 +903,30 @@ def _subagent_capabilities(
         return ()
 
     def built(spec: SubAgent) -> Agent[Any]:
+        if spec.agent is not None:
+            if not isinstance(spec.agent, Agent):
+                raise ConfigurationError(
+                    f"SubAgent {spec.name!r}: agent must be made by create_agent, "
+                    f"got {type(spec.agent).__name__}"
+                )
+            return spec.agent
         try:
             return build(spec)
         except ConfigurationError as exc:  # say which subagent's settings are wrong
             raise ConfigurationError(f"subagent {spec.name!r}: {exc}") from exc
 
     return (Subagents({name: (spec, built(spec)) for name, spec in chosen.items()}),)
+
+
+class _GivenTools(Capability):
+    """Tools added to an agent that inherits its parent's (the general-purpose subagent's,
+    from its profile)."""
+
+    def __init__(self, given: Sequence[Tool | Callable[..., Any]]) -> None:
+        self.given = tuple(t if isinstance(t, Tool) else tool(t) for t in given)
+
+    def tools(self) -> Sequence[Tool]:
+        return self.given
 
 
 def _inherits(spec: SubAgent) -> bool:
@@ -1027,6 +1051,13 @@ def _make_plan(
         approvals=approvals,
         run_prompt=hooked("run_prompt"),
         held=hooked("on_agent_open"),
+        waits=bool(approvals)
+        or any(
+            agent._plan.waits
+            for c in capabilities
+            if isinstance(c, Subagents)
+            for _, agent in c.agents.values()
+        ),
         tracing=tracing,
         custom_prompt=system_prompt,
         base_prompt=profile.base_system_prompt,

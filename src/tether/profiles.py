@@ -14,7 +14,7 @@ fields leave what was there. Packages register profiles through the entry-point 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from tether.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from tether.capabilities.base import Capability
+    from tether.tools.tool import Tool
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -42,6 +43,8 @@ class GeneralPurposeProfile:
     name: str | None = None
     description: str | None = None
     system_prompt: str | None = None
+    tools: tuple[Tool | Callable[..., Any], ...] | None = None
+    """Tools it has besides the parent's."""
 
     def merge(self, other: GeneralPurposeProfile) -> GeneralPurposeProfile:
         changes = {f.name: getattr(other, f.name) for f in fields(other)}

@@ -7,8 +7,8 @@ final report back) is `tether.capabilities.subagents`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tether.errors import ConfigurationError, ToolError
@@ -16,9 +16,12 @@ from tether.state import ToolContext
 from tether.tools.tool import Tool, tool
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.approval import GateConfig
     from tether.backends.permissions import Rule
     from tether.capabilities.base import Capability
     from tether.limits import Limits
+    from tether.mcp import MCPServer
     from tether.models.base import Model
 
 __all__ = ["GENERAL_PURPOSE", "TASK", "TASK_RUNNER", "SubAgent", "TaskRunner", "task_tool"]
@@ -35,12 +38,18 @@ TaskRunner: TypeAlias = Callable[[ToolContext, str, str], Awaitable[str]]
 class SubAgent:
     """A kind of agent the `task` tool can start.
 
-    Unset fields come from the parent: `tools=None` gives the parent's tools and
-    `model=None` its model. `tools` may also name tools (`["read_file", "grep"]`): the
-    built-in ones and the parent's, by name; then the subagent has only the tools named
-    or given. `permissions` apply on top of the parent's, so a subagent
-    can be narrower, never wider. `limits` are its own, inside the parent's budget.
+    Unset fields come from the parent: `tools=None` gives the parent's tools (with its
+    capabilities' and MCP servers' tools), `model=None` its model, `skills=None` and
+    `memory=None` its skills and memory files. `tools` may also name tools
+    (`["read_file", "grep"]`): the built-in ones and the parent's, by name; then the
+    subagent has only the tools named or given. `capabilities` and `mcp_servers` are
+    added to what it inherits. `permissions` apply on top of the parent's, and
+    `interrupt_on` gates calls on top of the parent's gates, so a subagent can be
+    narrower, never wider. `limits` are its own, inside the parent's budget.
     `subagents` lets it delegate in turn, up to `Limits.max_subagent_depth`.
+    `agent` makes an agent built elsewhere this subagent, as it is (then only `name` and
+    `description` may be set): it spends from the parent's budget, streams through the
+    parent and records in the parent's thread, with its own model, tools and gates.
     `output_type` (a pydantic model, say) makes it answer through its own `final_result`
     tool, validated and retried as the main agent's answer is; the `task` call then
     returns the answer as JSON.
@@ -56,6 +65,11 @@ class SubAgent:
     limits: Limits | None = None
     subagents: Sequence[SubAgent] = ()
     output_type: Any = str
+    skills: Sequence[str] | None = None
+    memory: Sequence[str] | None = None
+    mcp_servers: Sequence[MCPServer] = ()
+    interrupt_on: Mapping[str, GateConfig] | None = None
+    agent: Agent[Any] | None = None
 
     def __post_init__(self) -> None:
         name = self.name
@@ -69,6 +83,19 @@ class SubAgent:
             raise ConfigurationError(
                 f"SubAgent {name!r} needs a description: the model picks subagents by it"
             )
+        if self.agent is not None:
+            defaults = SubAgent(name, self.description)
+            also = [
+                f.name
+                for f in fields(self)
+                if f.name not in ("name", "description", "agent")
+                and getattr(self, f.name) != getattr(defaults, f.name)
+            ]
+            if also:
+                raise ConfigurationError(
+                    f"SubAgent {name!r} is an agent built elsewhere; set {', '.join(also)} "
+                    "on that agent instead"
+                )
 
 
 async def task(context: ToolContext, description: str, subagent_type: str) -> str:
