@@ -275,6 +275,6 @@ def test_the_commands_explain_what_is_wrong(apps: ModuleType) -> None:
         check=False,
     )
     assert wrong_queue.returncode == 2
-    assert "no durable agent serves the queue(s) nope; the apps define: gated, jobs" in (
+    assert "no durable agent serves the queue(s) nope; the apps define: delegated, gated, jobs" in (
         wrong_queue.stderr
     )
