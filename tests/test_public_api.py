@@ -14,6 +14,7 @@ PUBLIC = {
     "Agent",
     "AlreadyDecidedError",
     "ApprovalRequest",
+    "Background",
     "Approve",
     "Capability",
     "Compaction",

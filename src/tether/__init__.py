@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tether.limits import Limits
     from tether.models.prices import Price
     from tether.state import RunState, Todo, ToolContext
-    from tether.tools.task import SubAgent
+    from tether.tools.task import Background, SubAgent
     from tether.tools.tool import Tool, tool
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "AlreadyDecidedError",
     "ApprovalRequest",
     "Approve",
+    "Background",
     "Capability",
     "Compaction",
     "ConfigurationError",
@@ -114,6 +115,7 @@ _HOMES = {
     "ToolContext": "tether.state",
     "Tool": "tether.tools.tool",
     "tool": "tether.tools.tool",
+    "Background": "tether.tools.task",
     "SubAgent": "tether.tools.task",
 }
 

@@ -57,7 +57,7 @@ from tether.output import FINAL_RESULT, OutputSpec
 from tether.profiles import GeneralPurposeProfile, HarnessProfile, profile_for
 from tether.prompt import Slot, assemble_system_prompt
 from tether.state import Todo
-from tether.tools.task import GENERAL_PURPOSE, SubAgent
+from tether.tools.task import GENERAL_PURPOSE, Background, SubAgent
 from tether.tools.tool import Tool, tool
 from tether.tracing import DEFAULT_TRACING, Tracing
 
@@ -128,6 +128,7 @@ class _Plan:
     on_run_end: tuple[Capability, ...]
     before_model: tuple[Capability, ...]
     after_model: tuple[Capability, ...]
+    before_finish: tuple[Capability, ...]
     around_tool: tuple[Capability, ...]
     approvals: Mapping[str, Gate]
     run_prompt: tuple[Capability, ...] = ()
@@ -545,6 +546,7 @@ def create_agent(
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
     tracing: Tracing | None = None,
+    background: Background | None = None,
 ) -> Agent[OutputT]: ...
 
 
@@ -576,6 +578,7 @@ def create_agent(
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
     tracing: Tracing | None = None,
+    background: Background | None = None,
 ) -> Agent[str]: ...
 
 
@@ -607,6 +610,7 @@ def create_agent(
     profile: HarnessProfile | None = None,
     mcp_servers: Sequence[MCPServer] = (),
     tracing: Tracing | None = None,
+    background: Background | None = None,
 ) -> Agent[Any]:
     """Build an agent.
 
@@ -641,7 +645,8 @@ def create_agent(
 
     `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
     starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
-    `general_purpose_subagent=False` or a subagent of that name replaces it.
+    `general_purpose_subagent=False` or a subagent of that name replaces it. With
+    `background` (a `Background`), `task` can also start them in the background.
     """
     tools = _checks.each_callable("tools", tools, "a Tool or a typed function", also=(Tool,))
     capabilities = _checks.each("capabilities", capabilities, Capability, "Capability instances")
@@ -692,10 +697,15 @@ def create_agent(
     )
     remote = _mcp_capabilities(mcp_servers)  # listed once, shared with subagents
     inherited = (*capabilities, *remote)
+    if background is not None and not isinstance(background, Background):
+        raise ConfigurationError(
+            f"background must be a tether.Background, got {type(background).__name__}"
+        )
     delegation = _subagent_capabilities(
         subagents,
         general_purpose_subagent and general.enabled is not False,
         general,
+        background,
         lambda spec: _only_named(
             spec,
             tool_list,
@@ -881,6 +891,7 @@ def _subagent_capabilities(
     specs: Sequence[SubAgent],
     general_purpose: bool,
     general: GeneralPurposeProfile,
+    background: Background | None,
     build: Callable[[SubAgent], Agent[Any]],
 ) -> tuple[Capability, ...]:
     """The `task` capability over `specs` (and the general-purpose subagent, as the
@@ -915,7 +926,8 @@ def _subagent_capabilities(
         except ConfigurationError as exc:  # say which subagent's settings are wrong
             raise ConfigurationError(f"subagent {spec.name!r}: {exc}") from exc
 
-    return (Subagents({name: (spec, built(spec)) for name, spec in chosen.items()}),)
+    agents = {name: (spec, built(spec)) for name, spec in chosen.items()}
+    return (Subagents(agents, background),)
 
 
 class _GivenTools(Capability):
@@ -1046,6 +1058,7 @@ def _make_plan(
         on_run_start=hooked("on_run_start"),
         on_run_end=hooked("on_run_end"),
         before_model=hooked("before_model"),
+        before_finish=hooked("before_finish"),
         after_model=hooked("after_model"),
         around_tool=hooked("around_tool"),
         approvals=approvals,

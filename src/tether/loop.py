@@ -72,6 +72,7 @@ __all__ = ["JOURNAL", "SUBAGENT_RUNS", "execute_run"]
 
 _GATES = "approval_gates"  # in RunState.data: the gates in force for the run
 _DECISIONS = "approval_decisions"  # in RunState.data: the decisions given to the run tree
+_WAITS = "can_wait"  # in RunState.data: whether a gated call may stop the run to wait
 JOURNAL = "journal"
 """In RunState.data: the journal recording the run, when it has a thread."""
 SUBAGENT_RUNS = "subagent_runs"
@@ -99,6 +100,7 @@ async def execute_run(
     thread: Thread | None = None,
     resume: bool = False,
     run_id: str | None = None,
+    waits: bool = True,
 ) -> RunResult[Any]:
     """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt.
 
@@ -106,7 +108,8 @@ async def execute_run(
     charges its usage to the parent, within `budget` (a child of the parent's).
     With a `journal` the run is recorded in its thread; `thread` gives the files and
     todos the thread holds, and with `resume` its unfinished last run is continued.
-    `run_id` names a new run (one is made up otherwise).
+    `run_id` names a new run (one is made up otherwise). With `waits=False` (a subagent
+    in the background) a gated call is refused rather than waited for, here and below.
     """
     budget = budget or Budget(agent.limits)
     state = RunState(
@@ -139,6 +142,7 @@ async def execute_run(
         }
         state.data[SUBAGENT_RUNS] = thread.subagents
     state.data[_DECISIONS] = run.decisions
+    state.data[_WAITS] = waits and (parent is None or parent.data.get(_WAITS, True))
     if journal is not None:
         state.data[JOURNAL] = journal
     return await run.execute()
@@ -324,6 +328,15 @@ class _Run:
                 self._check_loops(calls)
         else:
             self._handle_reply(response.message)
+        if self.stop_reason == "completed" and await self._more_to_do():
+            self.stop_reason, self.output = None, None  # another step, with what came in
+
+    async def _more_to_do(self) -> bool:
+        """Whether a capability has work for the agent before its answer stands."""
+        more = False
+        for capability in self.plan.before_finish:
+            more = await capability.before_finish(self.state) or more
+        return more
 
     # -- limits ------------------------------------------------------------------
 
@@ -547,7 +560,7 @@ class _Run:
             and c.id not in self.decisions
             and gates[c.name].stops(c.args)
         ]
-        if waiting and self.journal is None:
+        if waiting and (self.journal is None or not self.state.data.get(_WAITS, True)):
             # A subagent cannot stop its parent's run to wait: the call is refused.
             for i in waiting:
                 text = prompts.render("gated_in_subagent", tool=calls[i].name)

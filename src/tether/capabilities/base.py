@@ -55,6 +55,11 @@ class Capability:
     async def on_run_end(self, state: RunState) -> None:
         """Called once when the run ends, however it ends, to release what it holds."""
 
+    async def before_finish(self, state: RunState) -> bool:
+        """Called when the agent has given its final answer: return True to give it
+        another step instead (work it started has results for it)."""
+        return False
+
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
         """Change the request before it is sent (trim, compact, add cache hints)."""
         return request

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.errors import ConfigurationError, ToolError
 from tether.state import ToolContext
@@ -24,14 +24,56 @@ if TYPE_CHECKING:
     from tether.mcp import MCPServer
     from tether.models.base import Model
 
-__all__ = ["GENERAL_PURPOSE", "TASK", "TASK_RUNNER", "SubAgent", "TaskRunner", "task_tool"]
+__all__ = [
+    "GENERAL_PURPOSE",
+    "TASK",
+    "TASK_RUNNER",
+    "Background",
+    "SubAgent",
+    "TaskRunner",
+    "background_task_tool",
+    "task_tool",
+]
 
 TASK = "task"
 GENERAL_PURPOSE = "general-purpose"
 TASK_RUNNER = "task_runner"
 """Where a run's `RunState.data` keeps the function that runs a `task` call."""
 
-TaskRunner: TypeAlias = Callable[[ToolContext, str, str], Awaitable[str]]
+TaskRunner: TypeAlias = Callable[..., Awaitable[str]]
+"""`(context, description, subagent_type, *, background=False)`: the report, or the
+handle of a task started in the background."""
+
+
+@dataclass(frozen=True)
+class Background:
+    """Subagents that work in the background while the agent goes on.
+
+    `task(..., background=true)` starts one and returns its id at once; `check_task`,
+    `wait_task`, `cancel_task` and `list_tasks` follow them, and a result the agent did
+    not ask for reaches it at its next step. They spend from the run's budget. `at_end`
+    says what happens to work still running when the agent gives its final answer:
+    "wait" for it and give the agent its results first, or "cancel" it. A run that ends
+    otherwise (budget, time, error) cancels it. `max_running` bounds how many run at
+    once. A background subagent cannot wait for approval: its gated calls are refused.
+    """
+
+    at_end: Literal["wait", "cancel"] = "wait"
+    max_running: int = 4
+
+    def __post_init__(self) -> None:
+        if self.at_end not in ("wait", "cancel"):
+            raise ConfigurationError(
+                f'Background at_end must be "wait" or "cancel", got {self.at_end!r}'
+            )
+        if isinstance(self.max_running, bool) or not isinstance(self.max_running, int):
+            raise ConfigurationError(
+                f"Background max_running must be an integer, got {self.max_running!r}"
+            )
+        if self.max_running < 1:
+            raise ConfigurationError(
+                f"Background max_running must be at least 1, got {self.max_running}"
+            )
 
 
 @dataclass(frozen=True)
@@ -116,3 +158,26 @@ async def task(context: ToolContext, description: str, subagent_type: str) -> st
 def task_tool() -> Tool:
     """The `task` tool with its generic description; each agent lists its own types."""
     return tool(task)
+
+
+async def task_maybe_in_background(
+    context: ToolContext, description: str, subagent_type: str, background: bool = False
+) -> str:
+    """Hand a task to a subagent.
+
+    Args:
+        description: The complete task: the goal, what you know, and what to report back.
+            The subagent sees nothing else.
+        subagent_type: Which subagent type runs the task.
+        background: Start it and go on at once; its result reaches you when it finishes.
+    """
+    runner: TaskRunner | None = context.state.data.get(TASK_RUNNER)
+    if runner is None:
+        raise ToolError("This agent has no subagents.")
+    return await runner(context, description, subagent_type, background=background)
+
+
+@functools.cache
+def background_task_tool() -> Tool:
+    """The `task` tool of an agent whose subagents can work in the background."""
+    return tool(name=TASK)(task_maybe_in_background)
