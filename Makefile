@@ -58,6 +58,7 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/local_model.py 20
 	$(BIN)/python bench/durable.py 200
 	$(BIN)/python bench/mcp_servers.py 10
+	$(BIN)/python bench/subagents.py 200
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
