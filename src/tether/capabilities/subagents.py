@@ -375,35 +375,26 @@ def _background_tools() -> tuple[Tool, ...]:
     return tuple(tool(f) for f in (check_task, wait_task, cancel_task, list_tasks))
 
 
-def thread_report(thread: Thread) -> str:
-    """A recorded subagent run's report, as `report` makes it from a result."""
-    if thread.stop_reason == "completed":
-        output = thread.output
-        return output if isinstance(output, str) else to_json(output).decode()
-    last = next(
-        (m.text for m in reversed(thread.messages) if isinstance(m, AssistantMessage) and m.text),
-        "",
-    )
-    return prompts.render(
-        "task_partial",
-        because=_STOPPED_BECAUSE.get(thread.stop_reason or "", thread.stop_reason),
-        report=last.strip() or "(It reported nothing.)",
-    )
-
-
 def report(result: RunResult[Any]) -> str:
     """A subagent's answer (text, or a structured answer as JSON), or its last words
     marked as a partial report."""
-    if result.stop_reason == "completed":
-        if isinstance(result.output, str):
-            return result.output
-        return to_json(result.output).decode()
+    return _report(result.stop_reason, result.output, result.messages)
+
+
+def thread_report(thread: Thread) -> str:
+    """The same, of a subagent's run as its thread recorded it."""
+    return _report(thread.stop_reason or "stopped", thread.output, thread.messages)
+
+
+def _report(stop_reason: str, output: Any, messages: Sequence[Message]) -> str:
+    if stop_reason == "completed":
+        return output if isinstance(output, str) else to_json(output).decode()
     last = next(
-        (m.text for m in reversed(result.messages) if isinstance(m, AssistantMessage) and m.text),
+        (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
         "",
     )
     return prompts.render(
         "task_partial",
-        because=_STOPPED_BECAUSE.get(result.stop_reason, result.stop_reason),
+        because=_STOPPED_BECAUSE.get(stop_reason, stop_reason),
         report=last.strip() or "(It reported nothing.)",
     )
