@@ -132,14 +132,18 @@ async def execute_run(
         if resume:
             _restore(state, budget, thread)
     run = _Run(agent, state, budget, new_messages, journal)
-    if parent is not None:  # decisions are given to the whole tree, by call id
+    if parent is not None:  # one set of decisions for the tree, each for the agent that asked
         run.decisions = parent.data.get(_DECISIONS, {})
     if resume and thread is not None:
         run.pending = thread.pending_calls
         run.recorded = (thread.results, thread.started)
-        run.decisions = run.decisions | {
-            k: decision_from_json(v) for k, v in thread.decisions.items()
-        }
+        if parent is None:  # given to the top run, for the calls that asked last
+            asked = {r["call_id"]: tuple(r.get("path", ("main",))) for r in thread.asked}
+            run.decisions = {
+                k: (asked[k], decision_from_json(v))
+                for k, v in thread.decisions.items()
+                if k in asked
+            }
         state.data[SUBAGENT_RUNS] = thread.subagents
     state.data[_DECISIONS] = run.decisions
     state.data[_WAITS] = waits and (parent is None or parent.data.get(_WAITS, True))
@@ -207,7 +211,9 @@ class _Run:
         self.system_prompt = agent._plan.system_prompt
         self.pending: AssistantMessage | None = None
         self.recorded: tuple[dict[str, ToolResult], set[str]] = ({}, set())
-        self.decisions: dict[str, Decision] = {}
+        self.decisions: dict[str, tuple[AgentPath, Decision]] = {}
+        """Decisions for waiting calls, by call id, with the path of the agent that asked:
+        shared by the run tree, each used once, by that agent only."""
         self.interrupts: list[ApprovalRequest] = []
         self.paused: list[ApprovalRequest] = []
         """Requests of subagents that stopped for decisions during this turn's calls."""
@@ -557,7 +563,7 @@ class _Run:
             for i, (c, r) in enumerate(zip(calls, results, strict=True))
             if r is None
             and c.name in gates
-            and c.id not in self.decisions
+            and not self._decided(c.id)
             and gates[c.name].stops(c.args)
         ]
         if waiting and (self.journal is None or not self.state.data.get(_WAITS, True)):
@@ -578,9 +584,9 @@ class _Run:
             )
             return True
         for i, call in enumerate(calls):
-            decision = self.decisions.get(call.id)
-            if decision is None or results[i] is not None:
+            if results[i] is not None or not self._decided(call.id):
                 continue
+            decision = self.decisions.pop(call.id)[1]  # once: a later call cannot reuse it
             if isinstance(decision, Edit):
                 calls[i] = replace(call, args=dict(decision.args))
                 self._rewrite_call(calls[i])
@@ -592,6 +598,11 @@ class _Run:
                 results[i] = result = ToolResult.of(call, decision.message)
                 self.state.emit(ToolCallFinished(self.state.path, call, result, "answered"))
         return False
+
+    def _decided(self, call_id: str) -> bool:
+        """Whether a decision waits for this agent's call `call_id`."""
+        found = self.decisions.get(call_id)
+        return found is not None and found[0] == self.state.path
 
     async def _interrupt(self, requests: list[ApprovalRequest]) -> None:
         """Stop the run for decisions on `requests` (its own calls', or its subagents'),
