@@ -309,3 +309,27 @@ def test_a_thread_can_be_compacted_between_runs(tmp_path: object) -> None:
     assert agent.run("four?", thread_id="t").output == "answer 2"  # the summary and four
     with pytest.raises(ConfigurationError, match="no thread 'nope' to compact"):
         agent.compact("nope")
+
+
+def test_a_cheaper_model_can_write_the_summaries() -> None:
+    watcher = Watcher(fetch_pages(60), summary=RuntimeError("the agent's model must not summarize"))
+    cheap_requests: list[ModelRequest] = []
+
+    def cheap(request: ModelRequest) -> Turn:
+        cheap_requests.append(request)
+        return SUMMARY
+
+    model = FunctionModel(watcher, profile=ModelProfile(max_input_tokens=6_000))
+    agent = create_agent(
+        model,
+        tools=[fetch],
+        limits=Limits(max_steps=None),
+        compaction=Compaction(model=FunctionModel(cheap, name="cheap")),
+    )
+    result = agent.run("go")
+    assert result.output == "all pages fetched"
+    assert cheap_requests  # it wrote the summaries
+    assert watcher.summaries == 0  # the agent's model wrote none
+    assert SUMMARY in result.messages[0].text  # type: ignore[union-attr]
+    with pytest.raises(ConfigurationError, match="unknown model provider 'nowhere'"):
+        create_agent(model, compaction=Compaction(model="nowhere:x"))

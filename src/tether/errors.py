@@ -73,7 +73,11 @@ class ModelError(TetherError):
 
     For a provider's model, `url` is where the request went, `request_id` the provider's
     id for it (quote it to their support) and `retries` how many times it was retried.
+    `transient` says the fault may pass (a rate limit, an overloaded or failing server, a
+    dropped connection, a timeout): another try, or another model, may succeed.
     """
+
+    transient: bool = False
 
     def __init__(
         self,

@@ -66,7 +66,8 @@ class Compaction:
     `max_input_tokens`, or `max_input_tokens` here). For a model whose window is
     unknown, compaction starts at `fallback_trigger_tokens` and keeps the last
     `fallback_keep_messages` messages. `summarize=False` drops old messages instead of
-    asking the model for a summary.
+    asking the model for a summary. `model` writes the summaries instead of the agent's
+    own model: a cheaper one, say (a `Model` or a "provider:model" string).
     """
 
     trigger: float = 0.85
@@ -75,6 +76,7 @@ class Compaction:
     fallback_trigger_tokens: int = 170_000
     fallback_keep_messages: int = 6
     summarize: bool = True
+    model: Model | str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.keep < self.trigger <= 1:
@@ -156,6 +158,12 @@ class ContextCompaction(Capability):
     ) -> None:
         self.settings = settings
         self.model = model
+        summarizer = settings.model
+        if isinstance(summarizer, str):
+            from tether.models.resolve import infer_model
+
+            summarizer = infer_model(summarizer)
+        self.summarizer: Model = summarizer or model
         self.prices = prices
         self.offload_chars = None if offload_tokens is None else offload_tokens * 4
         self._fixed: tuple[object, str, int] | None = None
@@ -293,10 +301,10 @@ class ContextCompaction(Capability):
             settings=ModelSettings(max_tokens=longest),
         )
         try:
-            response = await self.model.request(request)
+            response = await self.summarizer.request(request)
         except Exception:  # any failure falls back to truncation
             return None
-        state.charge(*self.prices.charge_of(response, self.model))
+        state.charge(*self.prices.charge_of(response, self.summarizer))
         summary = response.message.text.strip()
         if not summary or len(summary) / meter.chars_per_token > longest:
             return None

@@ -21,6 +21,7 @@ from tether.models.base import (
     ToolSpec,
     response_of,
 )
+from tether.models.fallback import FallbackModel
 from tether.models.prices import Price
 from tether.models.profiles import ModelProfile, profile_for
 from tether.models.resolve import OFFLINE_NOTICE, default_model, infer_model
@@ -29,6 +30,7 @@ from tether.models.scripted import FunctionModel, ScriptedModel, Turn
 __all__ = [
     "MAX_RETRY_WAIT_SECONDS",
     "OFFLINE_NOTICE",
+    "FallbackModel",
     "FunctionModel",
     "Model",
     "ModelProfile",

@@ -167,6 +167,7 @@ class HTTPAdapter(Adapter):
                 fault = _fault(exc, self, context["url"], streamed)
                 wait = fault.wait(retries) if not streamed and retries < self._max_retries else None
                 if wait is None:
+                    fault.error.transient = fault.retryable and not streamed
                     raise _with(fault.error, context) from exc
             retries += 1
             await asyncio.sleep(wait)
@@ -326,6 +327,17 @@ class LoopClients(Generic[Client]):
             weakref.WeakKeyDictionary()
         )
 
+    def base_url(self) -> Any:
+        """Where the clients send requests (the SDK's default unless one was given),
+        known with or without a running loop: no request is made."""
+        if self._given is not None:
+            return self._given.base_url  # type: ignore[attr-defined]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # outside a loop: a client made only to be asked
+            return self._make().base_url  # type: ignore[attr-defined]
+        return self.get().base_url  # type: ignore[attr-defined]
+
     def get(self) -> Client:
         """The client for the running loop, made on first use."""
         if self._given is not None:
@@ -353,7 +365,7 @@ def on_this_machine(url: object) -> bool:
 def endpoint(clients: LoopClients[Any], path: str) -> str:
     """The URL of `path` on the client's base URL."""
     try:
-        base = str(clients.get().base_url)
+        base = str(clients.base_url())
     except Exception:
         return path
     return f"{base.rstrip('/')}/{path}"

@@ -78,6 +78,8 @@ class ModelResponse:
     finish_reason: str | None = None
     response_id: str | None = None
     """The provider's id for this reply (for tracing and support requests), when it gives one."""
+    provider: str | None = None
+    """Who served the reply, when not the model's own provider (a `FallbackModel`'s)."""
 
     @property
     def usage(self) -> Usage:

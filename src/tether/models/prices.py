@@ -85,7 +85,8 @@ class PriceBook:
     def charge_of(self, response: ModelResponse, model: Model) -> tuple[Usage, float | None]:
         """What one response of `model` used (counted as one request) and cost."""
         usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
-        return usage, self.cost(usage, response.model_name or model.name, model.provider)
+        provider = response.provider or model.provider
+        return usage, self.cost(usage, response.model_name or model.name, provider)
 
     def _lookup(self, model: str, provider: str | None) -> Any:
         key = (model, provider)

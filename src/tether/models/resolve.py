@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from tether.errors import ConfigurationError
 from tether.models.base import Model
 
-__all__ = ["OFFLINE_NOTICE", "PROVIDERS", "default_model", "infer_model", "parse_model"]
+__all__ = [
+    "OFFLINE_NOTICE",
+    "PRESETS",
+    "PROVIDERS",
+    "Preset",
+    "default_model",
+    "infer_model",
+    "parse_model",
+]
 
 OFFLINE_NOTICE = (
     "using the offline demo model; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a capable one"
@@ -45,15 +54,54 @@ def _script(path: str) -> Model:
     return script_file_model(path)
 
 
+@dataclass(frozen=True)
+class Preset:
+    """An OpenAI-compatible server by name: where it listens unless `url_variable` says
+    otherwise, and the variable holding its key (needed only when `key_required`)."""
+
+    base_url: str
+    url_variable: str
+    key_variable: str
+    key_required: bool = False
+
+
+PRESETS: dict[str, Preset] = {
+    "ollama": Preset("http://localhost:11434/v1", "OLLAMA_BASE_URL", "OLLAMA_API_KEY"),
+    "vllm": Preset("http://localhost:8000/v1", "VLLM_BASE_URL", "VLLM_API_KEY"),
+    "lmstudio": Preset("http://localhost:1234/v1", "LMSTUDIO_BASE_URL", "LMSTUDIO_API_KEY"),
+    "openrouter": Preset(
+        "https://openrouter.ai/api/v1", "OPENROUTER_BASE_URL", "OPENROUTER_API_KEY", True
+    ),
+}
+"""OpenAI-compatible servers known by name: "ollama:qwen3" is Chat Completions at
+Ollama's address (or `OLLAMA_BASE_URL`), priced as the "ollama" provider."""
+
+
+def _preset(prefix: str) -> Callable[[str], Model]:
+    def make(name: str) -> Model:
+        from tether.models.openai import OpenAIModel
+
+        preset = PRESETS[prefix]
+        key = os.environ.get(preset.key_variable) or None
+        if preset.key_required and key is None:
+            raise ConfigurationError(f"'{prefix}:' models need a key: set {preset.key_variable}")
+        url = os.environ.get(preset.url_variable) or preset.base_url
+        return OpenAIModel(name, api="chat", base_url=url, api_key=key, provider=prefix)
+
+    return make
+
+
 PROVIDERS: dict[str, Callable[[str], Model]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "openai-chat": _openai_chat,
     "local": _local,
     "test": _script,
+    **{prefix: _preset(prefix) for prefix in PRESETS},
 }
 """Known prefixes. "openai" uses the Responses API, or Chat Completions when
 `OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions;
+"ollama", "vllm", "lmstudio" and "openrouter" are OpenAI-compatible servers (`PRESETS`);
 "local" runs a model shipped in a package on this machine (`tether.models.local`);
 "test:<file>" plays a JSON script (`tether.models.scripted.script_file_model`), to drive
 the CLI in tests."""
