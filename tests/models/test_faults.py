@@ -23,7 +23,7 @@ from tether import (
 from tether.messages import ToolResultMessage, UserMessage
 from tether.models import _sdk
 from tether.models.anthropic import AnthropicModel
-from tether.models.openai import OpenAIModel
+from tether.models.openai import AZURE_API_VERSION, OpenAIModel, azure_model
 
 from .faults import Reply, error, serving
 from .test_anthropic import claude_stream, text_block, tool_block
@@ -57,6 +57,13 @@ WIRES = [
         lambda text: chat_stream(text).content,
         lambda cid, name, args: chat_stream(None, [(cid, name, args)]).content,
         "/v1/chat/completions",
+    ),
+    Wire(
+        "azure",
+        lambda url, **kw: azure_model("gpt-52-prod", endpoint=url, api_key="k", **kw),
+        lambda text: chat_stream(text).content,
+        lambda cid, name, args: chat_stream(None, [(cid, name, args)]).content,
+        f"/openai/deployments/gpt-52-prod/chat/completions?api-version={AZURE_API_VERSION}",
     ),
     Wire(
         "responses",
@@ -169,6 +176,28 @@ async def test_a_retry_wait_never_outlasts_the_run(wire: Wire, tmp_path: Path) -
         result = await agent.arun("Hi")
     assert result.stop_reason == "timeout"
     assert len(server.requests) == 1
+
+
+async def test_a_tool_round_trip(wire: Wire, tmp_path: Path) -> None:
+    replies = [
+        Reply(body=wire.call("call_1", "note", '{"text": "hi"}')),
+        Reply(body=wire.text("ok")),
+    ]
+    result, caught, requests, history = await _run(wire, replies, tmp_path)
+    assert caught is None
+    assert result.output == "ok"
+    (answer,) = next(m for m in history if isinstance(m, ToolResultMessage)).results
+    assert answer.text == "saved hi"
+    assert "saved hi" in json.dumps(requests[1])  # the result went back to the model
+
+
+async def test_a_refused_key_is_not_retried(wire: Wire, tmp_path: Path) -> None:
+    refused = error(401, "invalid api key", "authentication_error")
+    _, caught, requests, _ = await _run(wire, [refused], tmp_path)
+    assert isinstance(caught, ModelHTTPError)
+    assert caught.status_code == 401
+    assert not caught.transient  # nor handed to a fallback model
+    assert len(requests) == 1
 
 
 async def test_client_errors_are_not_retried(wire: Wire, tmp_path: Path) -> None:

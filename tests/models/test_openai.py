@@ -679,3 +679,24 @@ async def test_replies_carry_the_providers_response_id() -> None:
     assert answered.response_id == "resp_67ccd2bed1ec8190b14f964abc054267"
     answered = await chat_model(server).request(request)
     assert answered.response_id == "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"
+
+
+def test_azure_deployments_are_named_by_the_model_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.models import infer_model
+    from tether.models.openai import AZURE_API_VERSION
+
+    for variable in ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ConfigurationError, match="set AZURE_OPENAI_ENDPOINT"):
+        infer_model("azure:gpt-52-prod")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://acme.openai.azure.com/")
+    with pytest.raises(ConfigurationError, match="AZURE_OPENAI_API_KEY"):
+        infer_model("azure:gpt-52-prod")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "az-key")
+    model = infer_model("azure:gpt-52-prod")
+    assert isinstance(model, OpenAIModel)
+    assert (model.name, model.provider, model.api) == ("gpt-52-prod", "azure", "chat")
+    assert model.server_url == (
+        "https://acme.openai.azure.com/openai/deployments/gpt-52-prod/chat/completions"
+        f"?api-version={AZURE_API_VERSION}"
+    )

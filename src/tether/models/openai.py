@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.errors import ModelError
+from tether.errors import ConfigurationError, ModelError
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
@@ -44,7 +44,7 @@ from tether.models.base import (
 )
 from tether.models.profiles import ModelProfile
 
-__all__ = ["OpenAIModel"]
+__all__ = ["AZURE_API_VERSION", "OpenAIModel", "azure_model"]
 
 PROVIDER = "openai"
 _NO_KEY = "not-needed"  # compatible servers usually ignore the key, but the SDK wants one
@@ -58,7 +58,8 @@ class OpenAIModel(_sdk.HTTPAdapter):
     `base_url`), `base_url` (default: `OPENAI_BASE_URL`) and `http_client`. tether
     retries rate limits, server errors and dropped connections `max_retries` times (see
     `tether.models` for how). `provider` names who serves the model, for prices and
-    profiles: "openai" without a `base_url`, unknown with one.
+    profiles: "openai" without a `base_url`, unknown with one. `api_version` makes it an
+    Azure OpenAI model (see `azure_model`).
     """
 
     key_hint = "OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)"
@@ -76,6 +77,7 @@ class OpenAIModel(_sdk.HTTPAdapter):
         timeout_seconds: float = _sdk.DEFAULT_TIMEOUT_SECONDS,
         provider: str | None = None,
         profile: ModelProfile | None = None,
+        api_version: str | None = None,
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         compatible = base_url is not None
@@ -84,13 +86,20 @@ class OpenAIModel(_sdk.HTTPAdapter):
         super().__init__(name, provider, profile, max_retries)
         self._sdk = _sdk.require("openai", "openai")
         self._api = api or ("chat" if compatible else "responses")
+        self._api_version = api_version
         self._timeout = timeout_seconds
         if client is None and compatible:
             api_key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
         elif client is None:
             api_key = _sdk.env_key(api_key, "OPENAI_API_KEY", provider=PROVIDER)
+        if api_version is None:
+            make = lambda **options: self._sdk().AsyncOpenAI(**options)  # noqa: E731
+        else:  # Azure's client: deployments in the path, the version in the query
+            make = lambda **options: self._sdk().AsyncAzureOpenAI(  # noqa: E731
+                api_version=api_version, **options
+            )
         self._clients = _sdk.LoopClients(
-            lambda **options: self._sdk().AsyncOpenAI(**options),
+            make,
             client,
             api_key=api_key,
             base_url=base_url,
@@ -107,9 +116,10 @@ class OpenAIModel(_sdk.HTTPAdapter):
         return f"OpenAIModel({self._name!r}, api={self.api!r}, provider={self._provider!r})"
 
     def _where(self) -> str:
-        return _sdk.endpoint(
-            self._clients, "chat/completions" if self.api == "chat" else "responses"
-        )
+        path = "chat/completions" if self.api == "chat" else "responses"
+        if self._api_version is not None:  # Azure: as its client writes the URL
+            path = f"deployments/{self._name}/{path}?api-version={self._api_version}"
+        return _sdk.endpoint(self._clients, path)
 
     @property
     def server_url(self) -> str:
@@ -542,3 +552,40 @@ def _responses_content(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
 
 def _data_url(part: BinaryPart) -> str:
     return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
+
+
+AZURE_API_VERSION = "2024-10-21"
+"""The Azure OpenAI API version used unless `OPENAI_API_VERSION` or `api_version` says."""
+
+
+def azure_model(
+    deployment: str,
+    *,
+    endpoint: str | None = None,
+    api_key: str | None = None,
+    api_version: str | None = None,
+    **options: Any,
+) -> OpenAIModel:
+    """A deployment on Azure OpenAI ("azure:DEPLOYMENT"), spoken to with the `openai` SDK's
+    Azure client over Chat Completions. `endpoint` defaults to `AZURE_OPENAI_ENDPOINT`
+    (https://RESOURCE.openai.azure.com), `api_key` to `AZURE_OPENAI_API_KEY` and
+    `api_version` to `OPENAI_API_VERSION` or `AZURE_API_VERSION`. Cost is priced from the
+    model Azure reports answering, as the "azure" provider; `options` go to `OpenAIModel`.
+    """
+    endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+    if not endpoint:
+        raise ConfigurationError(
+            "Azure OpenAI models need an endpoint: set AZURE_OPENAI_ENDPOINT "
+            "(https://RESOURCE.openai.azure.com) or pass endpoint="
+        )
+    key = _sdk.env_key(api_key, "AZURE_OPENAI_API_KEY", provider="azure")
+    version = api_version or os.environ.get("OPENAI_API_VERSION") or AZURE_API_VERSION
+    return OpenAIModel(
+        deployment,
+        api="chat",
+        base_url=f"{endpoint.rstrip('/')}/openai",
+        api_key=key,
+        provider="azure",
+        api_version=version,
+        **options,
+    )
