@@ -198,6 +198,8 @@ async def test_a_refused_key_is_not_retried(wire: Wire, tmp_path: Path) -> None:
     assert caught.status_code == 401
     assert not caught.transient  # nor handed to a fallback model
     assert len(requests) == 1
+    if wire.name == "azure":
+        assert "AZURE_OPENAI_API_KEY" in str(caught)  # the variable to check
 
 
 async def test_client_errors_are_not_retried(wire: Wire, tmp_path: Path) -> None:

@@ -580,7 +580,7 @@ def azure_model(
         )
     key = _sdk.env_key(api_key, "AZURE_OPENAI_API_KEY", provider="azure")
     version = api_version or os.environ.get("OPENAI_API_VERSION") or AZURE_API_VERSION
-    return OpenAIModel(
+    model = OpenAIModel(
         deployment,
         api="chat",
         base_url=f"{endpoint.rstrip('/')}/openai",
@@ -589,3 +589,5 @@ def azure_model(
         api_version=version,
         **options,
     )
+    model.key_hint = "AZURE_OPENAI_API_KEY (and AZURE_OPENAI_ENDPOINT)"  # said on a 401
+    return model
