@@ -145,3 +145,20 @@ def test_presets_name_compatible_servers(monkeypatch: pytest.MonkeyPatch) -> Non
     assert result.output == "From vLLM."
     assert server.paths == ["/v1/chat/completions"]
     assert server.requests[0]["model"] == "qwen3"
+
+
+def test_the_first_models_own_price_is_not_put_on_the_second() -> None:
+    from tether.models import ModelProfile
+
+    dear = ModelProfile(price=Price(input_per_mtok=1_000_000, output_per_mtok=1_000_000))
+    with (
+        serving([error(429, "slow down")]) as first_server,
+        serving([Reply(body=chat_stream("Cheap.").content)]) as second_server,
+    ):
+        first = AnthropicModel(
+            "claude-custom", api_key="k", base_url=first_server.url, max_retries=0, profile=dear
+        )
+        result = create_agent(FallbackModel([first, gpt(second_server.url)])).run("Hi")
+    assert result.output == "Cheap."
+    assert result.cost_usd is not None
+    assert result.cost_usd < 0.01  # gpt-5.2's price from genai-prices, not the profile's

@@ -101,7 +101,8 @@ class PriceBook:
                 if name in table:
                     return table[name]
         profile_price = getattr(getattr(self._model, "profile", None), "price", None)
-        if isinstance(profile_price, Price):
+        # The profile's price is the agent's model's: not for a fallback's other provider.
+        if isinstance(profile_price, Price) and provider == getattr(self._model, "provider", None):
             return profile_price
         import genai_prices  # imported here: it costs ~0.2 s and pulls in httpx
 
