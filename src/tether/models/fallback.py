@@ -68,8 +68,9 @@ class FallbackModel:
         failures: list[str] = []
         for model in self.models:
             streamed = False
+            stream = model.stream(request)
             try:
-                async for item in model.stream(request):
+                async for item in stream:
                     streamed = True
                     if isinstance(item, ModelResponse):  # priced as the model that answered
                         yield replace(item, provider=item.provider or model.provider)
@@ -82,3 +83,7 @@ class FallbackModel:
                         exc.args = (f"{exc} (after {'; '.join(failures)})", *exc.args[1:])
                     raise
                 failures.append(f"{model.name} failed: {exc}")
+            finally:  # a stream left early (the run stopped) is closed now, not when collected
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
