@@ -23,10 +23,12 @@ from tether import (
 from tether.messages import ToolResultMessage, UserMessage
 from tether.models import _sdk
 from tether.models.anthropic import AnthropicModel
+from tether.models.google import GoogleModel
 from tether.models.openai import AZURE_API_VERSION, OpenAIModel, azure_model
 
 from .faults import Reply, error, serving
 from .test_anthropic import claude_stream, text_block, tool_block
+from .test_google import gemini_stream
 from .test_openai import call_item, chat_stream, message_item, responses_stream
 
 
@@ -64,6 +66,13 @@ WIRES = [
         lambda text: chat_stream(text).content,
         lambda cid, name, args: chat_stream(None, [(cid, name, args)]).content,
         f"/openai/deployments/gpt-52-prod/chat/completions?api-version={AZURE_API_VERSION}",
+    ),
+    Wire(
+        "google",
+        lambda url, **kw: GoogleModel("gemini-2.5-flash", api_key="k", base_url=url, **kw),
+        gemini_stream,
+        lambda cid, name, args: gemini_stream(None, (cid, name, args)),
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
     ),
     Wire(
         "responses",
@@ -254,7 +263,11 @@ async def test_a_stream_cut_inside_a_tool_call(wire: Wire, tmp_path: Path) -> No
     body = wire.call("call_1", "note", '{"text": "half a no')
     cut = Reply(body=body, cut=body.index(b"half a") + 4)
     said = await _fails(wire, [cut], tmp_path)
-    assert "ended before the reply was complete" in said
+    if wire.name == "google":  # Gemini sends each call whole: cut, it is unreadable JSON
+        assert "could not read" in said
+        assert "Failed to parse response as JSON" in said
+    else:
+        assert "ended before the reply was complete" in said
 
 
 # -- replies that are not what they should be ---------------------------------------
@@ -266,6 +279,8 @@ async def test_a_stream_cut_inside_a_tool_call(wire: Wire, tmp_path: Path) -> No
 async def test_broken_tool_arguments_go_back_to_the_model(
     wire: Wire, tmp_path: Path, arguments: str
 ) -> None:
+    if wire.name == "google":
+        pytest.skip("Gemini sends arguments as a JSON object inside its event, never as text")
     replies = [Reply(body=wire.call("call_1", "note", arguments)), Reply(body=wire.text("ok"))]
     result, caught, requests, history = await _run(wire, replies, tmp_path)
     assert caught is None
@@ -282,7 +297,8 @@ async def test_an_html_page_where_the_stream_should_be(wire: Wire, tmp_path: Pat
         headers={"content-type": "text/html"},
     )
     said = await _fails(wire, [page], tmp_path)
-    assert "with text/html, not an event stream" in said
+    if wire.name != "google":  # google-genai parses the body before tether sees its type
+        assert "with text/html, not an event stream" in said
     assert "hotel wifi" in said
 
 
@@ -297,13 +313,14 @@ async def test_garbage_in_the_event_stream(wire: Wire, tmp_path: Path) -> None:
     garbage = Reply(body=b"event: message_start\ndata: {this is not json\n\n")
     said = await _fails(wire, [garbage], tmp_path)
     assert "could not read" in said
-    assert "JSONDecodeError" in said
+    assert ("UnknownApiResponseError" if wire.name == "google" else "JSONDecodeError") in said
 
 
 async def test_huge_usage_numbers(wire: Wire, tmp_path: Path) -> None:
     huge = 10**30
     body = wire.text("ok")
-    for field in (b'"input_tokens": 25', b'"prompt_tokens": 40', b'"input_tokens": 36'):
+    numbers = (b'"input_tokens": 25', b'"prompt_tokens": 40', b'"input_tokens": 36')
+    for field in (*numbers, b'"promptTokenCount": 40'):
         body = body.replace(field, field.split(b":")[0] + b": " + str(huge).encode())
     result, caught, _, _ = await _run(wire, [Reply(body=body)], tmp_path)
     assert caught is None

@@ -42,6 +42,12 @@ def _openai_chat(name: str) -> Model:
     return OpenAIModel(name, api="chat")
 
 
+def _google(name: str) -> Model:
+    from tether.models.google import GoogleModel
+
+    return GoogleModel(name)
+
+
 def _azure(name: str) -> Model:
     from tether.models.openai import azure_model
 
@@ -102,6 +108,7 @@ PROVIDERS: dict[str, Callable[[str], Model]] = {
     "openai": _openai,
     "openai-chat": _openai_chat,
     "azure": _azure,
+    "google": _google,
     "local": _local,
     "test": _script,
     **{prefix: _preset(prefix) for prefix in PRESETS},
@@ -109,7 +116,8 @@ PROVIDERS: dict[str, Callable[[str], Model]] = {
 """Known prefixes. "openai" uses the Responses API, or Chat Completions when
 `OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions;
 "ollama", "vllm", "lmstudio" and "openrouter" are OpenAI-compatible servers (`PRESETS`);
-"azure" is a deployment on Azure OpenAI (`tether.models.openai.azure_model`);
+"google" is Gemini (`tether.models.google`); "azure" is a deployment on Azure OpenAI
+(`tether.models.openai.azure_model`);
 "local" runs a model shipped in a package on this machine (`tether.models.local`);
 "test:<file>" plays a JSON script (`tether.models.scripted.script_file_model`), to drive
 the CLI in tests."""

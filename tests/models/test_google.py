@@ -1,0 +1,123 @@
+"""GoogleModel (Gemini through google-genai) against a real loopback server that speaks
+the Gemini API's event stream; its faults are played in test_faults.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tether import ConfigurationError, create_agent, tool
+from tether.messages import BinaryPart, ThinkingPart, UserMessage
+from tether.models.google import GoogleModel
+
+from .faults import Reply, serving
+from .wire import sse
+
+USAGE = {
+    "promptTokenCount": 40,
+    "candidatesTokenCount": 9,
+    "thoughtsTokenCount": 3,
+    "cachedContentTokenCount": 10,
+    "totalTokenCount": 52,
+}
+
+
+def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> tuple[None, dict[str, Any]]:
+    body: dict[str, Any] = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "resp-gemini-1",
+    }
+    if finish:
+        body["candidates"][0]["finishReason"] = finish
+        body["usageMetadata"] = USAGE
+    return None, body
+
+
+def gemini_stream(
+    text: str | None, call: tuple[str, str, str] | None = None, *, signature: bytes = b""
+) -> bytes:
+    """What streamGenerateContent sends: text in pieces, or one whole function call."""
+    if call is not None:
+        call_id, name, args = call
+        try:
+            arguments = json.loads(args)
+        except ValueError:  # a broken argument string: the JSON itself is sent broken
+            head = json.dumps({"id": call_id, "name": name})[:-1]  # the object left open
+            raw = f'{{"functionCall": {head}, "args": {args}}}}}'
+            return f'data: {{"candidates": [{{"content": {{"parts": [{raw}]}}}}]}}\n\n'.encode()
+        part: dict[str, Any] = {"functionCall": {"id": call_id, "name": name, "args": arguments}}
+        if signature:
+            part["thoughtSignature"] = base64.b64encode(signature).decode()
+        return sse([chunk([part], "STOP")])
+    assert text is not None
+    middle = len(text) // 2
+    return sse([chunk([{"text": text[:middle]}]), chunk([{"text": text[middle:]}], "STOP")])
+
+
+@tool
+def note(text: str) -> str:
+    """Save a note."""
+    return f"saved {text}"
+
+
+def test_a_tool_round_trip_with_thinking_signatures_sent_back() -> None:
+    thinking = sse([chunk([{"text": "Let me note it.", "thought": True}])])
+    call = gemini_stream(None, ("g1", "note", '{"text": "hi"}'), signature=b"sig-1")
+    replies = [
+        Reply(body=thinking[:-0] + call if False else thinking + call),
+        Reply(body=gemini_stream("Noted.")),
+    ]
+    with serving(replies) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        result = create_agent(model, tools=[note]).run("Note hi.")
+    assert result.output == "Noted."
+    assert result.usage.input_tokens == 80
+    assert result.usage.output_tokens == 24  # thinking tokens count as output
+    assert result.usage.cache_read_tokens == 20
+    assert result.cost_usd is not None  # genai-prices knows Gemini
+    first = result.messages[1]
+    assert [type(p).__name__ for p in first.parts] == ["ThinkingPart", "ThinkingPart", "ToolCall"]  # type: ignore[union-attr]
+    assert first.parts[0] == ThinkingPart("Let me note it.", None, "google")  # type: ignore[union-attr]
+    sent = server.requests[1]["contents"]
+    assert sent[1]["role"] == "model"
+    (echoed,) = sent[1]["parts"]  # the call with its signature; the thinking text stays
+    assert echoed["thoughtSignature"] == base64.b64encode(b"sig-1").decode()
+    assert echoed["functionCall"] == {"id": "g1", "name": "note", "args": {"text": "hi"}}
+    assert sent[2]["parts"][0]["functionResponse"]["response"] == {"result": "saved hi"}
+    tools = server.requests[0]["tools"][0]["functionDeclarations"]
+    assert "note" in [t["name"] for t in tools]
+    assert "automaticFunctionCalling" not in json.dumps(server.requests[0])
+
+
+def test_images_and_a_forced_answer() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    answer = gemini_stream(None, ("a1", "final_result", '{"name": "Oslo"}'))
+    with serving([Reply(body=gemini_stream("Oslo, I think.")), Reply(body=answer)]) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        image = BinaryPart(b"\x89PNG", "image/png")
+        prompt = UserMessage((image,))
+        result = create_agent(model, output_type=City).run(prompt)
+    assert result.output == City(name="Oslo")
+    first, second = server.requests
+    inline = first["contents"][0]["parts"][0]["inlineData"]
+    assert inline == {"data": base64.b64encode(b"\x89PNG").decode(), "mime_type": "image/png"}
+    assert "toolConfig" not in first  # asked once plainly, then made to answer
+    assert second["toolConfig"]["functionCallingConfig"] == {
+        "mode": "ANY",
+        "allowedFunctionNames": ["final_result"],
+    }
+
+
+def test_a_missing_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="GEMINI_API_KEY"):
+        GoogleModel("gemini-2.5-flash")
