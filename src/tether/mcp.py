@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["MCPServer", "MCPTools"]
 
 _SESSIONS = "mcp_sessions"
-_OWN_SESSIONS = "mcp_sessions_owned"
 
 
 def _sdk() -> Any:
@@ -387,11 +386,10 @@ class MCPTools(Capability):
             state.data[_SESSIONS] = self._held  # the agent's, kept when the run ends
         else:
             state.data[_SESSIONS] = {n: _Link(s) for n, s in self.servers.items()}
-            state.data[_OWN_SESSIONS] = True
 
     async def on_run_end(self, state: RunState) -> None:
         links = state.data.pop(_SESSIONS, {})
-        if state.data.pop(_OWN_SESSIONS, False):
+        if links is not self._held:  # the run's own (closing twice does nothing)
             for link in links.values():
                 await link.close()
 

@@ -148,10 +148,7 @@ async def task(context: ToolContext, description: str, subagent_type: str) -> st
             The subagent sees nothing else.
         subagent_type: Which subagent type runs the task.
     """
-    runner: TaskRunner | None = context.state.data.get(TASK_RUNNER)
-    if runner is None:
-        raise ToolError("This agent has no subagents.")
-    return await runner(context, description, subagent_type)
+    return await task_maybe_in_background(context, description, subagent_type)
 
 
 @functools.cache
