@@ -395,8 +395,8 @@ class _Run:
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
         traced = self.plan.tracing
-        if not traced.model_spans:  # a provider's instrumentation makes them
-            return await self._stream_model(request)
+        if not traced.model_spans or not tracing.enabled(traced):
+            return await self._stream_model(request)  # no span: its attributes cost nothing
         model = self.agent.model
         attributes = tracing.chat_request(model, request, self.state.thread_id, traced.content)
         with span(f"chat {model.name}", attributes, client=True, tracing=traced) as current:

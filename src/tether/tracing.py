@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tether.messages import Message, ToolResult
     from tether.models.base import Model, ModelRequest, ModelResponse, ToolSpec
 
-__all__ = ["CAPTURE_CONTENT_VARIABLE", "Tracing", "failed", "span"]
+__all__ = ["CAPTURE_CONTENT_VARIABLE", "Tracing", "enabled", "failed", "span"]
 
 CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The environment variable the GenAI instrumentations read to record message content."""
@@ -89,6 +89,12 @@ def span(
     trace = sys.modules["opentelemetry.trace"]
     kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
     return tracer.start_as_current_span(name, kind=kind, attributes=attributes)  # type: ignore[no-any-return]
+
+
+def enabled(tracing: Tracing = DEFAULT_TRACING) -> bool:
+    """Whether spans are recorded: worth working out their attributes (the server's
+    address, the messages) only then."""
+    return _tracer(tracing.provider) is not None
 
 
 def failed(current: Any, error_type: str, description: str) -> None:
