@@ -36,6 +36,7 @@ __all__ = [
     "approval_rules",
     "decision_from_json",
     "decision_to_json",
+    "decisions_from_json",
     "match_decisions",
 ]
 
@@ -236,3 +237,26 @@ def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(decision, Edit) and not isinstance(decision.args, Mapping):
         raise ConfigurationError(f"Edit args must be a mapping, got {decision.args!r}")
     return decision_to_json(decision)
+
+
+def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
+    """Decisions written as JSON: a list in the order of the waiting calls, or an object
+    by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
+
+    def one(item: object) -> Decision:
+        if not isinstance(item, Mapping) or item.get("kind") not in DECISIONS:
+            raise ConfigurationError(
+                'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
+                f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '
+                f'"message": "..."}}; got {item!r}'
+            )
+        message = str(item.get("message", ""))
+        return decision_from_json(
+            {"kind": item["kind"], "args": item.get("args", {}), "message": message}
+        )
+
+    if isinstance(data, list):
+        return [one(item) for item in data]
+    if isinstance(data, dict):
+        return {str(key): one(value) for key, value in data.items()}
+    raise ConfigurationError(f"decisions must be a JSON list or object, got {data!r}")

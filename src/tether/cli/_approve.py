@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import os
 import shlex
@@ -20,21 +19,19 @@ from tether.approval import (
     Edit,
     Reject,
     Respond,
-    decision_from_json,
 )
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
 from tether.cli._permissions import Allowances
 from tether.cli._render import asked_by, shown
-from tether.errors import ConfigurationError
+from tether.tools.files import change_diff
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.syntax import Syntax
 
-__all__ = ["ask", "decisions_from_json"]
+__all__ = ["ask"]
 
-_DECISIONS = ("approve", "edit", "reject", "respond")
 _KEYS = {"a": "approve", "w": "always", "e": "edit", "r": "reject", "s": "respond"}
 _LABELS = {
     "approve": "\\[a]pprove",
@@ -148,17 +145,7 @@ def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> s
         before = asyncio.run(workspace.read(path)).decode("utf-8")
     except (BackendError, UnicodeDecodeError):
         before = ""
-    if tool == "write_file":
-        after = str(args.get("content", ""))
-    else:
-        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-        after = before.replace(old, new, -1 if args.get("replace_all") else 1)
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or (
-        f"(no change to {path})\n"
-    )
+    return change_diff(tool, args, before)
 
 
 def _decide(request: ApprovalRequest, console: Console, *, always: bool) -> Decision | None:
@@ -214,26 +201,3 @@ def _in_editor(editor: str, text: str) -> str:
         return Path(handle.name).read_text()
     finally:
         os.unlink(handle.name)
-
-
-def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
-    """Decisions written as JSON: a list in the order of the waiting calls, or an object
-    by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
-
-    def one(item: object) -> Decision:
-        if not isinstance(item, Mapping) or item.get("kind") not in _DECISIONS:
-            raise ConfigurationError(
-                'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
-                f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '
-                f'"message": "..."}}; got {item!r}'
-            )
-        message = str(item.get("message", ""))
-        return decision_from_json(
-            {"kind": item["kind"], "args": item.get("args", {}), "message": message}
-        )
-
-    if isinstance(data, list):
-        return [one(item) for item in data]
-    if isinstance(data, dict):
-        return {str(key): one(value) for key, value in data.items()}
-    raise ConfigurationError(f"decisions must be a JSON list or object, got {data!r}")

@@ -631,7 +631,7 @@ def _given_decisions(
         return {r.call_id: Reject(options.reject) for r in waiting}
     if options.decisions is None:
         return None
-    from tether.cli._approve import decisions_from_json
+    from tether.approval import decisions_from_json
 
     try:
         text = sys.stdin.read() if options.decisions == "-" else Path(options.decisions).read_text()

@@ -7,10 +7,11 @@ failure comes back to the model as an error it can act on.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Backend, FileInfo, GrepHit
 from tether.backends.errors import BackendError
@@ -20,7 +21,7 @@ from tether.messages import BinaryPart
 from tether.state import ToolContext
 from tether.tools.tool import Tool, tool
 
-__all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "file_tools"]
+__all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "change_diff", "file_tools"]
 
 FILE_TOOL_NAMES = ("ls", "read_file", "write_file", "edit_file", "glob", "grep")
 
@@ -335,4 +336,29 @@ def file_tools() -> tuple[Tool, ...]:
         tool(edit_file),
         reading(glob),
         reading(grep),
+    )
+
+
+def change_diff(tool: str, args: Mapping[str, Any] | str, before: str | None) -> str | None:
+    """The change a `write_file` or `edit_file` call makes, as a unified diff; None for
+    any other call. `before` is the file as it was: "" for a new file, None when not
+    known, and then an edit's diff shows only the text it replaces."""
+    if tool not in ("write_file", "edit_file") or not isinstance(args, Mapping):
+        return None
+    path = args.get("file_path")
+    if not isinstance(path, str):
+        return None
+    if tool == "write_file":
+        old, new = before or "", str(args.get("content", ""))
+    else:
+        find, put = str(args.get("old_string", "")), str(args.get("new_string", ""))
+        if before is None:
+            old, new = find, put
+        else:
+            old, new = before, before.replace(find, put, -1 if args.get("replace_all") else 1)
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), path, path
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or (
+        f"(no change to {path})\n"
     )

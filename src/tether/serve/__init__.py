@@ -1,0 +1,526 @@
+"""Agents over HTTP: an ASGI app that runs them, streams their events in the AG-UI
+protocol, keeps their threads, takes approvals, and serves a page to watch it all.
+
+    from tether.serve import app
+    application = app({"coder": coder, "writer": writer}, token=os.environ["TOKEN"])
+    # uvicorn module:application --host 127.0.0.1
+
+Every `/api` request needs `Authorization: Bearer <token>`. The page (`/`) reads the
+token from the address's fragment (`/#token=...`, which no request carries) and keeps
+it for the tab. Needs `tether[serve]`.
+
+The API, under `/api/agents/{agent}`:
+- `POST` (an AG-UI `RunAgentInput`): a run, streamed as server-sent AG-UI events. The
+  last message, when it is the user's, starts a run on `threadId`; `resume` entries
+  answer the interrupts a run stopped at (`payload` is a decision,
+  `{"kind": "approve" | "edit" | "reject" | "respond", "args"?, "message"?}`); with
+  neither, the thread's unfinished run goes on from its last step. A run goes on when
+  its client leaves.
+- `GET /threads`, `GET|DELETE /threads/{id}`: the threads, one in full, deleting one.
+- `GET /threads/{id}/events`: the live run of the thread, from its first event.
+- `POST /threads/{id}/stop`: end the thread's run where it stands (live or waiting).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import re
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from tether.agent import Agent
+from tether.approval import ApprovalRequest, Reject, decisions_from_json
+from tether.errors import AlreadyDecidedError, ConfigurationError, TetherError, ThreadBusyError
+from tether.serve import _agui
+from tether.serve._live import LiveRuns
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from tether.checkpoint.journal import Thread
+
+__all__ = ["TOKEN_VARIABLE", "app", "new_token"]
+
+TOKEN_VARIABLE = "TETHER_SERVE_TOKEN"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def new_token() -> str:
+    """A fresh random token for `app(token=...)`."""
+    return secrets.token_urlsafe(24)
+
+
+def app(
+    agents: Agent[Any] | Mapping[str, Agent[Any]],
+    *,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    hosts: Sequence[str] | None = LOOPBACK_HOSTS,
+) -> Starlette:
+    """An ASGI app serving `agents` by name (one agent alone is served as "agent").
+
+    `token` is what every API request must carry (default: `$TETHER_SERVE_TOKEN`).
+    `cors_origins` lets pages of those origins call the API (none by default).
+    `hosts` are the Host headers answered (the loopback names by default, so a
+    web page cannot reach the server by pointing a domain of its own at 127.0.0.1);
+    None answers any.
+    """
+    try:
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.middleware.cors import CORSMiddleware
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+    except ImportError as exc:  # pragma: no cover - depends on the extras installed
+        raise ConfigurationError(
+            "serving agents needs starlette and uvicorn: pip install 'tether[serve]'"
+        ) from exc
+
+    served = _checked_agents(agents)
+    secret = token if token is not None else os.environ.get(TOKEN_VARIABLE)
+    if not secret or not isinstance(secret, str) or len(secret) < 16:
+        raise ConfigurationError(
+            f"serving agents needs a token of 16 characters or more: give token=... or set "
+            f"${TOKEN_VARIABLE} (tether.serve.new_token() makes one)"
+        )
+    server = _Server(served)
+    middleware = [Middleware(_TokenGuard, token=secret)]
+    if hosts is not None:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)))
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    static = str(resources.files("tether.serve") / "static")
+    routes = [
+        Route("/", server.page),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+        Route("/api/agents", server.agents),
+        Route("/api/agents/{agent}", server.run, methods=["POST"]),
+        Route("/api/agents/{agent}/threads", server.threads),
+        Route("/api/agents/{agent}/threads/{thread}", server.thread),
+        Route("/api/agents/{agent}/threads/{thread}", server.delete_thread, methods=["DELETE"]),
+        Route("/api/agents/{agent}/threads/{thread}/events", server.events),
+        Route("/api/agents/{agent}/threads/{thread}/stop", server.stop, methods=["POST"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await server.live.close()
+
+    application = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={_NotFound: _not_found},
+    )
+    application.state.agents = served
+    return application
+
+
+def _checked_agents(agents: object) -> dict[str, Agent[Any]]:
+    if isinstance(agents, Agent):
+        agents = {"agent": agents}
+    if not isinstance(agents, Mapping) or not agents:
+        raise ConfigurationError(
+            f"app() serves an Agent or a mapping of names to agents, got {agents!r}"
+        )
+    served: dict[str, Agent[Any]] = {}
+    for name, agent in agents.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"an agent's name is letters, digits, '_', '.' and '-', got {name!r}"
+            )
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"agents[{name!r}] must be an Agent, got {agent!r}")
+        if agent.checkpointer is None:
+            raise ConfigurationError(
+                f"agent {name!r} has no checkpointer: served runs live in threads, so create "
+                "it with checkpointer=... (such as 'sqlite:///.tether/runs.db')"
+            )
+        served[name] = agent
+    return served
+
+
+class _TokenGuard:
+    """Refuses `/api` requests without the bearer token (compared in constant time)."""
+
+    def __init__(self, app: Any, *, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        guarded = scope["type"] == "http" and scope["path"].startswith("/api")
+        if guarded and scope["method"] != "OPTIONS" and not self._allowed(scope):
+            from starlette.responses import JSONResponse
+
+            response = JSONResponse(
+                {"error": "a valid token is needed: Authorization: Bearer <token>"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, scope: Any) -> bool:
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+        return hmac.compare_digest(given, self.expected)
+
+
+def _error(status: int, message: str) -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _refusal(exc: Exception) -> Response:
+    """An error that stopped a request, as its HTTP answer."""
+    if isinstance(exc, ThreadBusyError | AlreadyDecidedError):
+        return _error(409, str(exc))
+    if isinstance(exc, ConfigurationError):
+        return _error(400, str(exc))
+    return _error(500, f"{type(exc).__name__}: {exc}")
+
+
+class _NotFound(LookupError):
+    """Answered 404 with its message."""
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _error(404, str(exc))
+
+
+class _Server:
+    def __init__(self, agents: dict[str, Agent[Any]]) -> None:
+        self.agents_by_name = agents
+        self.live = LiveRuns()
+
+    def _agent(self, request: Request) -> tuple[str, Agent[Any]]:
+        name = request.path_params["agent"]
+        agent = self.agents_by_name.get(name)
+        if agent is None:
+            raise _NotFound(f"no agent {name!r} is served here")
+        return name, agent
+
+    async def page(self, request: Request) -> Response:
+        from starlette.responses import HTMLResponse
+
+        html = (resources.files("tether.serve") / "static" / "index.html").read_text()
+        return HTMLResponse(html, headers={"Content-Security-Policy": _PAGE_POLICY})
+
+    async def agents(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        listed = [
+            {"name": name, "model": agent.model.name, "running": sorted(self.live.running(name))}
+            for name, agent in self.agents_by_name.items()
+        ]
+        return JSONResponse({"agents": listed})
+
+    async def threads(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        from tether.checkpoint.journal import read_thread
+
+        name, agent = self._agent(request)
+        running = self.live.running(name)
+        checkpointer = agent._checkpointer()
+        rows = []
+        for info in (await checkpointer.threads())[:200]:
+            thread = await read_thread(checkpointer, info.thread_id)
+            rows.append(
+                {
+                    "thread_id": info.thread_id,
+                    "created": info.created,
+                    "updated": info.updated,
+                    "status": _status(thread, info.thread_id in running),
+                    "task": _first_prompt(thread),
+                    "cost_usd": thread.total_cost_usd,
+                }
+            )
+        return JSONResponse({"threads": rows})
+
+    async def thread(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        from tether.checkpoint.journal import read_thread
+
+        name, agent = self._agent(request)
+        thread_id = request.path_params["thread"]
+        thread = await read_thread(agent._checkpointer(), thread_id)
+        if not thread.exists:
+            return _error(404, f"there is no thread {thread_id!r}")
+        live = self.live.get(name, thread_id) is not None
+        return JSONResponse(await _thread_json(agent, thread, live))
+
+    async def delete_thread(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        name, agent = self._agent(request)
+        thread_id = request.path_params["thread"]
+        if self.live.get(name, thread_id) is not None:
+            return _error(409, f"thread {thread_id!r} has a run going on; stop it first")
+        try:
+            existed = await agent.adelete_thread(thread_id)
+        except TetherError as exc:
+            return _refusal(exc)
+        if not existed:
+            return _error(404, f"there is no thread {thread_id!r}")
+        return JSONResponse({"deleted": thread_id})
+
+    async def events(self, request: Request) -> Response:
+        name, _ = self._agent(request)
+        thread_id = request.path_params["thread"]
+        live = self.live.get(name, thread_id)
+        if live is None:
+            return _error(404, f"thread {thread_id!r} has no run going on here")
+        return _stream(live.follow())
+
+    async def stop(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        name, agent = self._agent(request)
+        thread_id = request.path_params["thread"]
+        live = self.live.get(name, thread_id)
+        if live is not None:
+            live.stop()
+            if live.task is not None:
+                with contextlib.suppress(BaseException):
+                    await live.task
+            return JSONResponse({"stopped": thread_id})
+        try:
+            abandoned = await agent.aabandon(thread_id)
+        except TetherError as exc:
+            return _refusal(exc)
+        if not abandoned:
+            return _error(409, f"thread {thread_id!r} has no run to stop")
+        return JSONResponse({"stopped": thread_id})
+
+    async def run(self, request: Request) -> Response:
+        from ag_ui.core import RunAgentInput
+
+        name, agent = self._agent(request)
+        try:
+            given = RunAgentInput.model_validate_json(await request.body())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
+        thread_id = given.thread_id
+        run_id = given.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        try:
+            events = await _run_events(agent, given)
+            live = await self.live.start(name, agent, thread_id, run_id, events)
+        except (TetherError, ValueError) as exc:
+            return _refusal(exc)
+        return _stream(live.follow())
+
+
+def _stream(chunks: AsyncIterator[str]) -> Response:
+    from starlette.responses import StreamingResponse
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+
+
+async def _run_events(agent: Agent[Any], given: Any) -> Any:
+    """What to run for an AG-UI input: a function giving the run's tether events."""
+    from tether.checkpoint.journal import read_thread
+
+    thread_id = given.thread_id
+    if given.resume:
+        thread = await read_thread(agent._checkpointer(), thread_id)
+        decisions = _decisions(thread, given.resume)
+        return lambda: agent.stream_resume(thread_id, decisions=decisions)
+    last = given.messages[-1] if given.messages else None
+    if last is not None and last.role == "user":
+        prompt = _text_of(last.content)
+        return lambda: agent.stream(prompt, thread_id=thread_id)
+    return lambda: agent.stream_resume(thread_id)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        text = content
+    else:
+        kinds = {getattr(part, "type", None) for part in content}
+        if kinds - {"text"}:
+            raise ConfigurationError("only text is taken in a user message here")
+        text = "\n".join(part.text for part in content)
+    if not text.strip():
+        raise ConfigurationError("the user message is empty")
+    return text
+
+
+def _decisions(thread: Thread, entries: Sequence[Any]) -> dict[str, Any]:
+    """AG-UI resume entries as decisions by call id, each for a call that waits."""
+    waiting = {_agui.interrupt_id(r): r for r in thread.requests}
+    chosen: dict[str, Any] = {}
+    for entry in entries:
+        request = waiting.get(entry.interrupt_id)
+        if request is None:
+            asked = {_agui.interrupt_id(r) for r in thread.asked_requests}
+            if entry.interrupt_id in asked:
+                raise AlreadyDecidedError(
+                    f"interrupt {entry.interrupt_id!r} was answered before; nothing ran again",
+                    decisions={},
+                )
+            raise ConfigurationError(
+                f"interrupt {entry.interrupt_id!r} is not waiting; waiting: {sorted(waiting)}"
+            )
+        if entry.status == "cancelled":
+            chosen[request.call_id] = Reject("the person cancelled this call")
+        else:
+            parsed = decisions_from_json([entry.payload or {"kind": "approve"}])
+            chosen[request.call_id] = next(iter(parsed))
+    return chosen
+
+
+def _status(thread: Thread, live: bool) -> str:
+    if live:
+        return "running"
+    if thread.interrupts:
+        return "waiting for approval"
+    if thread.stop_reason is None:
+        return "stopped (resumable)"
+    return thread.stop_reason
+
+
+def _first_prompt(thread: Thread) -> str:
+    from tether.messages import UserMessage
+
+    first = next((m.text for m in thread.messages if isinstance(m, UserMessage)), "")
+    return " ".join(first.split())[:200]
+
+
+async def _thread_json(agent: Agent[Any], thread: Thread, live: bool) -> dict[str, Any]:
+    """A thread as the page shows it."""
+    waiting = []
+    for request in thread.requests:
+        shown = _agui.interrupt(request).model_dump(by_alias=True, mode="json")
+        shown["metadata"]["diff"] = await _pending_diff(agent, thread, request)
+        waiting.append(shown)
+    return {
+        "thread_id": thread.thread_id,
+        "status": _status(thread, live),
+        "running": live,
+        "messages": _dumped(_agui.messages(thread.messages)),
+        "todos": to_jsonable_python(thread.todos),
+        "usage": to_jsonable_python(thread.total_usage),
+        "cost_usd": thread.total_cost_usd,
+        "output": to_jsonable_python(thread.output),
+        "metadata": thread.metadata,
+        "interrupts": waiting,
+        "files": _changes(thread),
+        "subagents": _subagents(thread),
+    }
+
+
+def _dumped(models: Sequence[Any]) -> list[Any]:
+    return [m.model_dump(by_alias=True, mode="json") for m in models]
+
+
+def _subagents(thread: Thread) -> list[dict[str, Any]]:
+    """The subagent runs of the thread's last run, by the `task` call that made each."""
+    return [
+        {
+            "call_id": call_id,
+            "subagent_run_id": _agui.subagent_id(sub.path),
+            "status": _status(sub, False),
+            "messages": _dumped(_agui.messages(sub.messages)),
+            "subagents": _subagents(sub),
+        }
+        for call_id, sub in thread.subagents.items()
+    ]
+
+
+def _changes(thread: Thread) -> list[dict[str, Any]]:
+    """The files the thread's file calls changed (subagents' included), oldest first."""
+    from tether.messages import AssistantMessage, ToolResultMessage
+
+    done: dict[str, bool] = {}
+    calls = []
+    for source in [thread, *_all_subagents(thread)]:
+        for message in source.messages:
+            if isinstance(message, ToolResultMessage):
+                done.update((r.call_id, not r.is_error) for r in message.results)
+            elif isinstance(message, AssistantMessage):
+                calls += message.tool_calls
+    changes = []
+    for call in calls:
+        change = _agui.change_of(call) if done.get(call.id) else None
+        if change is not None:
+            changes.append({**change, "call_id": call.id})
+    return changes
+
+
+def _all_subagents(thread: Thread) -> list[Thread]:
+    found = []
+    for sub in thread.subagents.values():
+        found += [sub, *_all_subagents(sub)]
+    return found
+
+
+async def _pending_diff(agent: Agent[Any], thread: Thread, request: ApprovalRequest) -> str | None:
+    """The change a waiting file call would make, the file read as the agent would
+    read it: from the thread's own files, else through the agent's guarded backend."""
+    from tether.tools.files import change_diff
+
+    args = request.args
+    if not isinstance(args, Mapping) or not isinstance(args.get("file_path"), str):
+        return None
+    path = args["file_path"]
+    before: str | None = None
+    if path in thread.files:
+        before = thread.files[path][0].decode("utf-8", "replace")
+    else:
+        before = await _read_through_agent(agent, path)
+    return change_diff(request.tool, args, before)
+
+
+async def _read_through_agent(agent: Agent[Any], path: str) -> str | None:
+    """The file at `path` of the agent's own backend, behind its permission rules; ""
+    when it does not exist, None when it cannot be read."""
+    from tether.backends.errors import BackendError
+    from tether.backends.permissions import guard
+    from tether.backends.state import StateBackend
+    from tether.capabilities.filesystem import Filesystem
+
+    files = next((c for c in agent.capabilities if isinstance(c, Filesystem)), None)
+    if files is None or isinstance(files.backend, StateBackend):
+        return "" if files is not None else None
+    backend = guard(files.backend, files.rules, files.policy)
+    try:
+        if await backend.stat(path) is None:
+            return ""
+        return (await backend.read(path)).decode("utf-8", "replace")
+    except (BackendError, OSError):
+        return None

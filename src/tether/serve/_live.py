@@ -1,0 +1,167 @@
+"""Runs the server started, kept apart from the requests that watch them.
+
+A run goes on when the client that started it goes away: its AG-UI events are kept,
+and any number of clients follow it from its first event (`LiveRun.follow`). A thread
+has at most one live run here; the checkpointer's lease keeps other processes out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from ag_ui.core import BaseEvent
+from ag_ui.encoder import EventEncoder
+
+from tether.agent import Agent
+from tether.errors import ConfigurationError
+from tether.events import Event
+from tether.serve._agui import Translator
+
+__all__ = ["LiveRun", "LiveRuns"]
+
+_ENCODER = EventEncoder()
+_KEEPALIVE_SECONDS = 15.0
+
+
+def encode(event: BaseEvent) -> str:
+    """One AG-UI event as a server-sent event."""
+    return _ENCODER.encode(event)
+
+
+class LiveRun:
+    """One run's task and the AG-UI events it produced so far."""
+
+    def __init__(self, agent: Agent[Any], thread_id: str, translator: Translator) -> None:
+        self.agent = agent
+        self.thread_id = thread_id
+        self.translator = translator
+        self.chunks: list[str] = []
+        self.done = False
+        self.stopping = False
+        self._wake = asyncio.Event()
+        self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[None] | None = None
+
+    def push(self, events: list[BaseEvent]) -> None:
+        if not events:
+            return
+        self.chunks.extend(encode(event) for event in events)
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    async def begun(self) -> None:
+        """Wait until the run holds its thread; raise what stopped it before that (the
+        thread is busy, its decisions were given already, ...)."""
+        await asyncio.shield(self._begun)
+
+    async def follow(self) -> AsyncIterator[str]:
+        """Every event of the run from its first, then each new one until it ends; a
+        comment line now and then keeps idle connections open."""
+        index = 0
+        while True:
+            wake = self._wake
+            if index < len(self.chunks):
+                chunk = self.chunks[index]
+                index += 1
+                yield chunk
+                continue
+            if self.done:
+                return
+            try:
+                await asyncio.wait_for(wake.wait(), _KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+
+    async def drive(self, events: AsyncIterator[Event]) -> None:
+        """Consume the run's tether events, keeping their AG-UI form."""
+        try:
+            async for event in events:
+                self.push(self.translator.translate(event))
+                if not self._begun.done():
+                    self._begun.set_result(None)
+        except asyncio.CancelledError:
+            if not self._begun.done():
+                raise
+            await self._abandon()
+        except Exception as exc:
+            if not self._begun.done():
+                self._begun.set_exception(exc)
+                return
+            self.push(self.translator.failed(exc))
+        finally:
+            if not self._begun.done():
+                self._begun.set_exception(ConfigurationError("the run ended before it began"))
+            self.done = True
+            self._wake.set()
+
+    async def _abandon(self) -> None:
+        """A stopped run is recorded as cancelled, so the thread's next message starts
+        a new run; the calls it left without a result are answered as abandoned."""
+        with contextlib.suppress(Exception):
+            await self.agent.aabandon(self.thread_id, wait=5.0)
+        self.push(self.translator.stopped())
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.task is not None and not self.done:
+            self.task.cancel()
+
+
+class LiveRuns:
+    """The live runs of this server, by agent name and thread."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], LiveRun] = {}
+
+    def get(self, agent_name: str, thread_id: str) -> LiveRun | None:
+        return self._runs.get((agent_name, thread_id))
+
+    def running(self, agent_name: str) -> set[str]:
+        return {thread for (name, thread) in self._runs if name == agent_name}
+
+    async def start(
+        self,
+        agent_name: str,
+        agent: Agent[Any],
+        thread_id: str,
+        run_id: str,
+        events: Callable[[], AsyncIterator[Event]],
+    ) -> LiveRun:
+        """Start `events()` as the thread's live run, once it holds the thread.
+
+        Raises `ThreadBusyError` when a run of this server or another process has the
+        thread, and whatever else the run raised before it began.
+        """
+        from tether.errors import ThreadBusyError
+
+        key = (agent_name, thread_id)
+        if key in self._runs:
+            raise ThreadBusyError(
+                f"thread {thread_id!r} has a run going on; watch it, or stop it first",
+                thread_id=thread_id,
+                holder="this server",
+                expires=0.0,
+            )
+        live = LiveRun(agent, thread_id, Translator(thread_id, run_id))
+        self._runs[key] = live
+        live.task = asyncio.create_task(live.drive(events()))
+        live.task.add_done_callback(lambda _: self._runs.pop(key, None))
+        try:
+            await live.begun()
+        except BaseException:
+            self._runs.pop(key, None)
+            raise
+        return live
+
+    async def close(self) -> None:
+        """Stop every live run (the server is going down); each is recorded as cancelled."""
+        runs = list(self._runs.values())
+        for live in runs:
+            live.stop()
+        for live in runs:
+            if live.task is not None:
+                with contextlib.suppress(BaseException):
+                    await live.task
