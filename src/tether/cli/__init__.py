@@ -107,7 +107,7 @@ def _dispatch(options: argparse.Namespace) -> int:
 
 
 _DURABLE = ("worker", "enqueue", "status", "decide")
-_COMMANDS = ("chat", "run", "resume", "threads", "show", "delete", "config", *_DURABLE)
+_COMMANDS = ("chat", "run", "resume", "threads", "show", "delete", "config", "serve", *_DURABLE)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -176,6 +176,31 @@ def _parser() -> argparse.ArgumentParser:
     delete = commands.add_parser("delete", help="delete a thread's record")
     _trust_option(delete)
     delete.add_argument("thread", metavar="THREAD")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the agent over HTTP, with a page to watch runs and approve calls",
+        description="Serve the project's agent (or the agents APP names) over HTTP: an "
+        "AG-UI API and a web page. Every request needs the token printed at start "
+        "(--token or $TETHER_SERVE_TOKEN sets it).",
+    )
+    serve.add_argument(
+        "app",
+        metavar="APP",
+        nargs="?",
+        help="module:attribute holding an Agent or a mapping of names to agents "
+        "(default: the agent this project's settings describe)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument("--port", type=int, default=8321, help="the port (default 8321)")
+    serve.add_argument("--token", help="the token requests must carry (default: a new one)")
+    serve.add_argument(
+        "--cors",
+        action="append",
+        metavar="ORIGIN",
+        help="let pages of this origin call the API (repeatable; none by default)",
+    )
+    _setting_options(serve)
 
     config = commands.add_parser(
         "config", help="print the effective settings and where each came from"

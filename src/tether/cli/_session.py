@@ -94,6 +94,10 @@ def dispatch(options: argparse.Namespace) -> int:
                 load(directory, os.environ, given, (thread_id, recorded)), directory, options
             )
         output = _output(options)
+        if options.command == "serve":
+            from tether.cli._serve import serve
+
+            return serve(options, loaded, directory, output)
         if options.command == "chat":
             from tether.cli._chat import chat
 

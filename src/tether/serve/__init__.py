@@ -302,7 +302,7 @@ class _Server:
         live = self.live.get(name, thread_id)
         if live is None:
             return _error(404, f"thread {thread_id!r} has no run going on here")
-        return _stream(live.follow())
+        return _stream(live.follow(history=True))
 
     async def stop(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -338,7 +338,10 @@ class _Server:
         run_id = given.run_id or f"run_{uuid.uuid4().hex[:16]}"
         try:
             events = await _run_events(agent, given)
-            live = await self.live.start(name, agent, thread_id, run_id, events)
+            before = _agui.messages(await agent.ahistory(thread_id))
+            live = await self.live.start(
+                name, agent, thread_id, run_id, events=events, before=before
+            )
         except (TetherError, ValueError) as exc:
             return _refusal(exc)
         return _stream(live.follow())

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, MessagesSnapshotEvent
 from ag_ui.encoder import EventEncoder
 
 from tether.agent import Agent
@@ -34,8 +34,12 @@ def encode(event: BaseEvent) -> str:
 class LiveRun:
     """One run's task and the AG-UI events it produced so far."""
 
-    def __init__(self, agent: Agent[Any], thread_id: str, translator: Translator) -> None:
+    def __init__(
+        self, agent: Agent[Any], thread_id: str, translator: Translator, before: list[Any]
+    ) -> None:
         self.agent = agent
+        self.before = before
+        """The thread's messages when the run began (AG-UI messages)."""
         self.thread_id = thread_id
         self.translator = translator
         self.chunks: list[str] = []
@@ -57,9 +61,12 @@ class LiveRun:
         thread is busy, its decisions were given already, ...)."""
         await asyncio.shield(self._begun)
 
-    async def follow(self) -> AsyncIterator[str]:
+    async def follow(self, *, history: bool = False) -> AsyncIterator[str]:
         """Every event of the run from its first, then each new one until it ends; a
-        comment line now and then keeps idle connections open."""
+        comment line now and then keeps idle connections open. With `history`, a
+        messages snapshot of the thread as the run found it comes first."""
+        if history:
+            yield encode(MessagesSnapshotEvent(messages=self.before))
         index = 0
         while True:
             wake = self._wake
@@ -128,7 +135,9 @@ class LiveRuns:
         agent: Agent[Any],
         thread_id: str,
         run_id: str,
+        *,
         events: Callable[[], AsyncIterator[Event]],
+        before: list[Any],
     ) -> LiveRun:
         """Start `events()` as the thread's live run, once it holds the thread.
 
@@ -145,7 +154,7 @@ class LiveRuns:
                 holder="this server",
                 expires=0.0,
             )
-        live = LiveRun(agent, thread_id, Translator(thread_id, run_id))
+        live = LiveRun(agent, thread_id, Translator(thread_id, run_id), before)
         self._runs[key] = live
         live.task = asyncio.create_task(live.drive(events()))
         live.task.add_done_callback(lambda _: self._runs.pop(key, None))

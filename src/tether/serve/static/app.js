@@ -1,0 +1,485 @@
+// The page of `tether serve`: threads, a live view of runs (AG-UI events over SSE),
+// approval cards. Everything the agent or a tool wrote is shown as text, never as HTML.
+
+const $ = (id) => document.getElementById(id);
+const page = {
+  token: null,
+  agent: null,
+  thread: null,
+  following: null, // the AbortController of the stream being read
+  calls: new Map(), // tool call id -> its card
+  boxes: new Map(), // subagentRunId -> the element its work goes in
+  texts: new Map(), // message id -> the element its text grows in
+};
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+// -- the API ------------------------------------------------------------------
+
+class Refused extends Error {}
+
+async function api(path, options = {}) {
+  const headers = { Authorization: `Bearer ${page.token}`, ...(options.headers || {}) };
+  if (options.body) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { ...options, headers });
+  if (response.status === 401) {
+    showLogin();
+    throw new Refused("the token was refused");
+  }
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try { message = (await response.json()).error || message; } catch (_) { /* not JSON */ }
+    throw new Refused(message);
+  }
+  return response;
+}
+
+const agentPath = () => `/api/agents/${encodeURIComponent(page.agent)}`;
+const threadPath = (id) => `${agentPath()}/threads/${encodeURIComponent(id)}`;
+
+// Reads server-sent events from a response, calling `handle` with each AG-UI event.
+async function readEvents(response, handle) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+      if (data.length) handle(JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+async function stream(path, body) {
+  stopFollowing();
+  const controller = new AbortController();
+  page.following = controller;
+  const options = body === undefined ? {} : { method: "POST", body: JSON.stringify(body) };
+  setStatus("running");
+  try {
+    const response = await api(path, { ...options, signal: controller.signal });
+    await readEvents(response, onEvent);
+  } catch (error) {
+    if (error.name !== "AbortError") showError(error.message);
+  } finally {
+    if (page.following === controller) page.following = null;
+  }
+  if (page.following === null) await openThread(page.thread, { follow: false });
+  await loadThreads();
+}
+
+function stopFollowing() {
+  if (page.following) page.following.abort();
+  page.following = null;
+}
+
+// -- AG-UI events ----------------------------------------------------------------
+
+function container(subagentRunId) {
+  return (subagentRunId && page.boxes.get(subagentRunId)) || $("conversation");
+}
+
+function scrolled(node) {
+  const view = $("conversation");
+  view.scrollTop = view.scrollHeight;
+  return node;
+}
+
+const handlers = {
+  RUN_STARTED: () => setStatus("running"),
+  MESSAGES_SNAPSHOT: (e) => renderMessages(e.messages, $("conversation")),
+  TEXT_MESSAGE_START: (e) => startText(e, "assistant"),
+  TEXT_MESSAGE_CONTENT: (e) => growText(e),
+  REASONING_MESSAGE_START: (e) => startText(e, "thinking"),
+  REASONING_MESSAGE_CONTENT: (e) => growText(e),
+  TOOL_CALL_START: (e) => callCard(e.toolCallId, e.toolCallName, e.subagentRunId),
+  TOOL_CALL_ARGS: (e) => {
+    const card = page.calls.get(e.toolCallId);
+    if (card) card.args.textContent += e.delta;
+  },
+  TOOL_CALL_END: (e) => {
+    const card = page.calls.get(e.toolCallId);
+    if (card) pretty(card.args);
+  },
+  TOOL_CALL_RESULT: (e) => finishCall(e.toolCallId, e.content, (e.metadata || {}).is_error, (e.metadata || {}).decided),
+  SUBAGENT_STARTED: (e) => subagentBox(e.subagentRunId, e.parentSubagentRunId),
+  SUBAGENT_FINISHED: (e) => subagentEnded(e.subagentRunId, e.outcome && e.outcome.type === "suspended" ? "waiting" : "done"),
+  SUBAGENT_ERROR: (e) => subagentEnded(e.subagentRunId, "failed"),
+  STATE_SNAPSHOT: (e) => {
+    if (e.snapshot.todos) showTodos(e.snapshot.todos);
+    showUsage(e.snapshot.usage, e.snapshot.cost_usd);
+  },
+  CUSTOM: (e) => {
+    if (e.name === "tether.file_changed") addFile(e.value);
+  },
+  RUN_FINISHED: (e) => {
+    const reason = (e.metadata || {}).stop_reason || "completed";
+    setStatus(reason === "interrupted" ? "waiting for approval" : reason);
+  },
+  RUN_ERROR: (e) => {
+    setStatus("error");
+    showError(e.message);
+  },
+};
+
+function onEvent(event) {
+  const handle = handlers[event.type];
+  if (handle) handle(event);
+}
+
+function startText(event, kind) {
+  const node = el("div", { class: `msg ${kind}` });
+  page.texts.set(event.messageId, node);
+  container(event.subagentRunId).append(scrolled(node));
+}
+
+function growText(event) {
+  const node = page.texts.get(event.messageId);
+  if (node) {
+    node.textContent += event.delta;
+    scrolled(node);
+  }
+}
+
+function callCard(id, name, subagentRunId) {
+  if (page.calls.has(id)) return page.calls.get(id);
+  const state = el("span", { class: "state", text: "running" });
+  const args = el("pre", { class: "args" });
+  const result = el("pre", { class: "result" });
+  const node = el(
+    "div",
+    { class: "call running", "data-call": id },
+    el("div", { class: "head" }, el("span", { class: "name", text: name }), state),
+    el("details", {}, el("summary", { text: "arguments" }), args),
+    el("details", { class: "output", hidden: "" }, el("summary", { text: "result" }), result),
+  );
+  const card = { node, state, args, result };
+  page.calls.set(id, card);
+  container(subagentRunId).append(scrolled(node));
+  return card;
+}
+
+function pretty(pre) {
+  try { pre.textContent = JSON.stringify(JSON.parse(pre.textContent), null, 2); } catch (_) { /* as sent */ }
+}
+
+function finishCall(id, content, isError, decided) {
+  const card = page.calls.get(id);
+  if (!card) return;
+  card.node.classList.remove("running", "waiting");
+  card.node.classList.add(isError ? "failed" : "ok");
+  card.state.textContent = decided ? decided : isError ? "failed" : "done";
+  card.result.textContent = typeof content === "string" ? content : JSON.stringify(content);
+  card.node.querySelector(".output").hidden = false;
+}
+
+function subagentBox(id, parentId) {
+  if (page.boxes.has(id)) return page.boxes.get(id);
+  const name = id.split("/").pop();
+  const status = el("span", { class: "dim", text: " running" });
+  const box = el("div", { class: "subagent", "data-subagent": id }, el("div", { class: "head" }, name, status));
+  box.status = status;
+  container(parentId).append(scrolled(box));
+  page.boxes.set(id, box);
+  const item = el("li", { "data-subagent": id, text: `${"  ".repeat(id.split("/").length - 1)}${name}` });
+  item.append(el("span", { class: "dim", text: " running" }));
+  $("tree").append(item);
+  return box;
+}
+
+function subagentEnded(id, how) {
+  const box = page.boxes.get(id);
+  if (box) box.status.textContent = ` ${how}`;
+  const item = $("tree").querySelector(`li[data-subagent="${CSS.escape(id)}"] span`);
+  if (item) item.textContent = ` ${how}`;
+}
+
+// -- the side panel --------------------------------------------------------------
+
+function showTodos(todos) {
+  $("todos").replaceChildren(...todos.map((t) => el("li", { class: t.status, text: t.content })));
+}
+
+function showUsage(usage, cost) {
+  const rows = [];
+  if (usage) {
+    rows.push(["input tokens", usage.input_tokens], ["output tokens", usage.output_tokens]);
+    if (usage.cache_read_tokens) rows.push(["cache reads", usage.cache_read_tokens]);
+  }
+  rows.push(["cost", cost === null || cost === undefined ? "unknown" : `$${cost.toFixed(4)}`]);
+  $("usage").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: String(v) })]));
+  $("spend").textContent = cost ? `$${cost.toFixed(4)}` : "";
+}
+
+function diffView(text) {
+  const pre = el("pre", { class: "diff" });
+  for (const line of (text || "").split("\n")) {
+    const kind = /^(---|\+\+\+) /.test(line) ? "names" : line.startsWith("@@") ? "hunk"
+      : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+    pre.append(el("span", { class: kind, text: `${line}\n` }));
+  }
+  return pre;
+}
+
+function addFile(change) {
+  $("files").append(el("div", { class: "file" }, el("div", { class: "path", text: `${change.tool}  ${change.path}` }), diffView(change.diff)));
+}
+
+// -- approvals ---------------------------------------------------------------------
+
+function approvalCard(interrupt) {
+  const facts = interrupt.metadata || {};
+  const args = facts.args || {};
+  const by = (facts.path || []).length > 1 ? ` by ${facts.path.slice(1).join(" / ")}` : "";
+  const card = el("div", { class: "card", "data-interrupt": interrupt.id });
+  card.append(el("div", {}, el("strong", { text: facts.tool }), el("span", { class: "dim", text: `${by} waits for your decision` })));
+  if (facts.diff) card.append(diffView(facts.diff));
+  else if (facts.tool === "execute" && typeof args.command === "string") card.append(el("pre", { text: `$ ${args.command}` }));
+  else card.append(el("pre", { text: JSON.stringify(args, null, 2) }));
+  const input = el("textarea", { rows: "3", hidden: "" });
+  const actions = el("div", { class: "actions" });
+  const allowed = facts.allowed || ["approve", "reject"];
+  const decide = (decision) => {
+    for (const button of actions.querySelectorAll("button")) button.disabled = true;
+    answer(interrupt.id, decision);
+  };
+  const withText = (kind, placeholder, initial, make) => () => {
+    if (input.hidden) {
+      input.hidden = false;
+      input.placeholder = placeholder;
+      input.value = initial;
+      input.dataset.kind = kind;
+      input.focus();
+      return;
+    }
+    if (input.dataset.kind !== kind) {
+      input.dataset.kind = kind;
+      input.placeholder = placeholder;
+      input.value = initial;
+      return;
+    }
+    const decision = make(input.value);
+    if (decision) decide(decision);
+  };
+  if (allowed.includes("approve")) actions.append(el("button", { class: "primary", "data-decision": "approve", text: "Approve", onclick: () => decide({ kind: "approve" }) }));
+  if (allowed.includes("edit")) {
+    actions.append(el("button", {
+      "data-decision": "edit", text: "Edit",
+      onclick: withText("edit", "the arguments, as JSON", JSON.stringify(args, null, 2), (text) => {
+        try { return { kind: "edit", args: JSON.parse(text) }; } catch (error) { showError(`not JSON: ${error.message}`); return null; }
+      }),
+    }));
+  }
+  if (allowed.includes("reject")) actions.append(el("button", { "data-decision": "reject", text: "Reject", onclick: withText("reject", "why (the agent reads it)", "", (text) => ({ kind: "reject", message: text })) }));
+  if (allowed.includes("respond")) actions.append(el("button", { "data-decision": "respond", text: "Respond", onclick: withText("respond", "the reply the agent gets instead", "", (text) => ({ kind: "respond", message: text })) }));
+  card.append(input, actions);
+  return card;
+}
+
+async function answer(interruptId, decision) {
+  hideError();
+  $("approvals").replaceChildren();
+  const card = page.calls.get(interruptId.split(":").pop());
+  if (card) card.state.textContent = decision.kind === "approve" ? "approved" : decision.kind;
+  await stream(agentPath(), {
+    threadId: page.thread,
+    runId: `run_${crypto.randomUUID()}`,
+    messages: [],
+    resume: [{ interruptId, status: "resolved", payload: decision }],
+  });
+}
+
+// -- threads -----------------------------------------------------------------------
+
+function setStatus(status) {
+  const badge = $("status");
+  badge.textContent = status || "";
+  badge.className = `badge ${status === "running" ? "running" : status && status.startsWith("waiting") ? "waiting" : status === "completed" ? "completed" : status === "error" ? "error" : ""}`;
+  $("stop").hidden = !(status === "running" || (status && status.startsWith("waiting")) || status === "stopped (resumable)");
+  $("send").disabled = status === "running";
+}
+
+async function loadThreads() {
+  const { threads } = await (await api(`${agentPath()}/threads`)).json();
+  $("threads").replaceChildren(...threads.map((t) => el(
+    "li",
+    { class: t.thread_id === page.thread ? "current" : "", "data-thread": t.thread_id, onclick: () => openThread(t.thread_id) },
+    el("span", { class: "task", text: t.task || t.thread_id }),
+    el("span", { class: "meta", text: `${t.status} · ${new Date(t.updated * 1000).toLocaleString()}` }),
+  )));
+}
+
+function clearView() {
+  page.calls.clear();
+  page.boxes.clear();
+  page.texts.clear();
+  for (const id of ["conversation", "approvals", "todos", "tree", "files", "usage"]) $(id).replaceChildren();
+  hideError();
+}
+
+function renderMessages(messages, into) {
+  for (const message of messages) {
+    if (message.role === "user") into.append(el("div", { class: "msg user", text: message.content }));
+    else if (message.role === "assistant") {
+      if (message.content) into.append(el("div", { class: "msg assistant", text: message.content }));
+      for (const call of message.toolCalls || []) {
+        const card = callCard(call.id, call.function.name, null);
+        into.append(card.node);
+        card.args.textContent = call.function.arguments;
+        pretty(card.args);
+        card.state.textContent = "no result yet";
+      }
+    } else if (message.role === "tool") finishCall(message.toolCallId, message.content, Boolean(message.error));
+  }
+}
+
+function renderSubagents(subagents, into) {
+  for (const sub of subagents) {
+    const box = subagentBox(sub.subagent_run_id, null);
+    const task = page.calls.get(sub.call_id);
+    (task ? task.node : into).after(box);
+    if (!task) into.append(box);
+    renderMessages(sub.messages, box);
+    renderSubagents(sub.subagents, box);
+    subagentEnded(sub.subagent_run_id, sub.status);
+  }
+}
+
+async function openThread(id, { follow = true } = {}) {
+  if (follow) stopFollowing();
+  page.thread = id;
+  $("title").textContent = id || "New thread";
+  for (const item of $("threads").children) item.classList.toggle("current", item.dataset.thread === id);
+  clearView();
+  $("delete").hidden = !id;
+  if (!id) {
+    setStatus("");
+    return;
+  }
+  const detail = await (await api(threadPath(id))).json();
+  setStatus(detail.status);
+  if (detail.running && follow) {
+    await stream(`${threadPath(id)}/events`); // from the messages the run started from
+    return;
+  }
+  renderMessages(detail.messages, $("conversation"));
+  renderSubagents(detail.subagents, $("conversation"));
+  for (const call of page.calls.values()) if (call.state.textContent === "no result yet") call.state.textContent = "";
+  showTodos(detail.todos);
+  showUsage(detail.usage, detail.cost_usd);
+  for (const change of detail.files) addFile(change);
+  for (const interrupt of detail.interrupts) {
+    const card = page.calls.get(interrupt.toolCallId);
+    if (card) {
+      card.node.classList.add("waiting");
+      card.state.textContent = "waiting for approval";
+    }
+    $("approvals").append(approvalCard(interrupt));
+  }
+}
+
+async function send(text) {
+  if (!page.thread) page.thread = `thread_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  $("title").textContent = page.thread;
+  $("delete").hidden = false;
+  $("approvals").replaceChildren();
+  hideError();
+  $("conversation").append(scrolled(el("div", { class: "msg user", text })));
+  const body = {
+    threadId: page.thread,
+    runId: `run_${crypto.randomUUID()}`,
+    messages: [{ id: `user_${Date.now()}`, role: "user", content: text }],
+  };
+  const started = stream(agentPath(), body);
+  setTimeout(loadThreads, 300);
+  await started;
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+function hideError() {
+  $("error").hidden = true;
+}
+
+// -- start -------------------------------------------------------------------------
+
+function showLogin() {
+  $("app").hidden = true;
+  $("login").hidden = false;
+}
+
+async function start() {
+  const { agents } = await (await api("/api/agents")).json();
+  $("agent").replaceChildren(...agents.map((a) => el("option", { value: a.name, text: `${a.name} (${a.model})` })));
+  page.agent = agents[0].name;
+  $("login").hidden = true;
+  $("app").hidden = false;
+  await loadThreads();
+  await openThread(null);
+}
+
+function wire() {
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    page.token = $("token").value.trim();
+    sessionStorage.setItem("tether-token", page.token);
+    start().catch((error) => showError(error.message));
+  });
+  $("agent").addEventListener("change", async () => {
+    page.agent = $("agent").value;
+    await loadThreads();
+    await openThread(null);
+  });
+  $("new-thread").addEventListener("click", () => openThread(null));
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("prompt").value.trim();
+    if (!text) return;
+    $("prompt").value = "";
+    send(text);
+  });
+  $("prompt").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
+  });
+  $("stop").addEventListener("click", async () => {
+    try { await api(`${threadPath(page.thread)}/stop`, { method: "POST" }); } catch (error) { showError(error.message); }
+    if (!page.following) await openThread(page.thread);
+  });
+  $("delete").addEventListener("click", async () => {
+    if (!confirm(`Delete thread ${page.thread}?`)) return;
+    try { await api(threadPath(page.thread), { method: "DELETE" }); } catch (error) { showError(error.message); return; }
+    await loadThreads();
+    await openThread(null);
+  });
+}
+
+const fromAddress = new URLSearchParams(location.hash.slice(1)).get("token");
+if (fromAddress) {
+  sessionStorage.setItem("tether-token", fromAddress);
+  history.replaceState(null, "", location.pathname + location.search);
+}
+page.token = sessionStorage.getItem("tether-token");
+wire();
+if (page.token) start().catch((error) => { if (!(error instanceof Refused)) showError(error.message); });
+else showLogin();
