@@ -358,6 +358,19 @@ def test_an_abandoned_run_keeps_its_results_and_lets_the_next_run_start(tmp_path
     assert thread.usage.requests == 1
 
 
+def test_an_abandoned_run_leaves_no_call_waiting(tmp_path: Path) -> None:
+    url = db(tmp_path)
+    gated = ToolCall("write_file", {"file_path": "/a.md", "content": "A"}, id="w1")
+    agent = create_agent(
+        ScriptedModel([[gated]]), checkpointer=url, interrupt_on={"write_file": True}
+    )
+    assert agent.run("Write.", thread_id="t").stop_reason == "interrupted"
+    assert agent.abandon("t") is True
+    thread = asyncio.run(read(url, "t"))
+    assert thread.stop_reason == "cancelled"
+    assert thread.requests == ()  # before, the abandoned calls still showed as waiting
+
+
 def test_metadata_must_be_json_and_needs_a_thread(tmp_path: Path) -> None:
     agent = create_agent(ScriptedModel(["a"]), checkpointer=db(tmp_path))
     with pytest.raises(ConfigurationError, match="thread_id"):

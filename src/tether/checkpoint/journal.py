@@ -325,6 +325,8 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
             thread.interrupts, thread.stop_reason = [], None
         elif kind == "end":
             thread.stop_reason, thread.output = record["stop"], record["output"]
+            if thread.stop_reason != "interrupted":  # abandoned: nothing waits any more
+                thread.interrupts = []
         else:
             raise ValueError(
                 f"record {number} is of a kind this tether does not know ({kind!r}): "

@@ -517,7 +517,7 @@ async def _read_through_agent(agent: Agent[Any], path: str) -> str | None:
     from tether.backends.state import StateBackend
     from tether.capabilities.filesystem import Filesystem
 
-    files = next((c for c in agent.capabilities if isinstance(c, Filesystem)), None)
+    files = next((c for c in agent._plan.on_run_start if isinstance(c, Filesystem)), None)
     if files is None or isinstance(files.backend, StateBackend):
         return "" if files is not None else None
     backend = guard(files.backend, files.rules, files.policy)
