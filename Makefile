@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit bench clean system-deps
+.PHONY: demo test lint typecheck unit bench clean system-deps screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,8 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-deps:
 	@command -v rg >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq ripgrep >/dev/null; }
 	@command -v bwrap >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap >/dev/null; }
+	@# the served page's end-to-end tests drive Debian's headless Chromium
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 # The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
 # and prepares one when needed, and prints its URL.
@@ -59,6 +61,11 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/durable.py 200
 	$(BIN)/python bench/mcp_servers.py 10
 	$(BIN)/python bench/subagents.py 200
+
+# The README's picture of the served page, taken by its end-to-end test.
+screenshots: $(STAMP) system-deps
+	$(BIN)/python -m pytest -q tests/serve/test_page.py -k watched
+	cp tests/artifacts/serve-page.png docs/serve-page.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -351,7 +351,7 @@ async def test_the_page_is_served_with_a_strict_content_policy(tmp_path: Path) -
         script = await c.get("/static/app.js", headers={"Authorization": ""})
     assert page.status_code == 200
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert "<script" in page.text and "inline" not in page.text
+    assert '<script type="module" src="/static/app.js">' in page.text
     assert script.status_code == 200
     assert "innerHTML" not in script.text  # the page writes text, never markup
 

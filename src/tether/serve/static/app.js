@@ -35,7 +35,7 @@ async function api(path, options = {}) {
   if (options.body) headers["Content-Type"] = "application/json";
   const response = await fetch(path, { ...options, headers });
   if (response.status === 401) {
-    showLogin();
+    showLogin(page.token ? "That token was refused." : "");
     throw new Refused("the token was refused");
   }
   if (!response.ok) {
@@ -424,9 +424,11 @@ function hideError() {
 
 // -- start -------------------------------------------------------------------------
 
-function showLogin() {
+function showLogin(message = "") {
   $("app").hidden = true;
   $("login").hidden = false;
+  $("login-error").textContent = message;
+  $("login-error").hidden = !message;
 }
 
 async function start() {
@@ -444,7 +446,7 @@ function wire() {
     event.preventDefault();
     page.token = $("token").value.trim();
     sessionStorage.setItem("tether-token", page.token);
-    start().catch((error) => showError(error.message));
+    start().catch((error) => { if (!(error instanceof Refused)) showLogin(error.message); });
   });
   $("agent").addEventListener("change", async () => {
     page.agent = $("agent").value;
