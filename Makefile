@@ -61,6 +61,7 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/durable.py 200
 	$(BIN)/python bench/mcp_servers.py 10
 	$(BIN)/python bench/subagents.py 200
+	$(BIN)/python bench/serve.py 10
 
 # The README's picture of the served page, taken by its end-to-end test.
 screenshots: $(STAMP) system-deps

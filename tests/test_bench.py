@@ -98,3 +98,13 @@ def test_a_wrong_search_count_fails_the_scenario(tmp_path: Path) -> None:
 def test_bare_floor_runs() -> None:
     assert side("scenarios.py", "steps", steps=10, repeat=1)["us_per_step"] > 0
     assert side("scenarios.py", "concurrency", agents=10, steps=5)["wall_ms"] > 0
+
+
+def test_the_server_bench_runs_and_reads_every_event(tmp_path: Path) -> None:
+    output = tmp_path / "serve.json"
+    command = [sys.executable, "serve.py", "1", str(output)]
+    done = subprocess.run(command, cwd=BENCH, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(output.read_text())
+    assert result["events_a_run"]["sse"] >= result["events_a_run"]["stream"]
+    assert result["ms_a_step"]["served"] > 0

@@ -15,6 +15,7 @@ def test_the_readme_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("TETHER_SERVE_TOKEN", "readme-token-0123456789")
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
     assert len(blocks) >= 6
     namespace: dict[str, object] = {"__name__": "readme"}

@@ -70,10 +70,10 @@ class LiveRun:
         index = 0
         while True:
             wake = self._wake
-            if index < len(self.chunks):
-                chunk = self.chunks[index]
-                index += 1
-                yield chunk
+            if index < len(self.chunks):  # all that came meanwhile, in one write
+                ready = self.chunks[index:]
+                index += len(ready)
+                yield "".join(ready)
                 continue
             if self.done:
                 return
