@@ -224,6 +224,57 @@ def test_a_subagents_gated_call_waits_and_resumes_on_a_worker(
     assert ran == [(1,)]
 
 
+def test_a_durable_agent_is_served_watched_and_approved_over_http(
+    apps: ModuleType, workers: Workers
+) -> None:
+    """`tether.serve.app` in front of the workers: the run is queued for them, its steps
+    read back from the thread as they are recorded, and its approval sent to them."""
+    import httpx
+
+    from tests.serve.helpers import AUTH, TOKEN, approve, events, run_input, served
+    from tether.serve import app
+
+    workers.start("w-http")
+    application = app({"delegated": apps.delegated, "gated": apps.gated}, token=TOKEN)
+    with served(application) as url, httpx.Client(base_url=url, headers=AUTH, timeout=60) as c:
+        first = events(c.post("/api/agents/delegated", json=run_input("web-1", "Go.")).text)
+        kinds = [e["type"] for e in first]
+        assert kinds[0] == "RUN_STARTED"
+        assert "SUBAGENT_STARTED" in kinds
+        task = next(e for e in first if e["type"] == "TOOL_CALL_START")
+        assert task["toolCallName"] == "task"
+        (interrupt,) = first[-1]["outcome"]["interrupts"]
+        assert interrupt["subagentRunId"] == "task:general-purpose#1"
+        assert interrupt["metadata"]["tool"] == "append"
+        assert (
+            c.get("/api/agents/delegated/threads/web-1").json()["interrupts"][0]["id"]
+            == (interrupt["id"])
+        )
+
+        answer = run_input("web-1", resume=approve(interrupt["id"]))
+        second = events(c.post("/api/agents/delegated", json=answer).text)
+        assert second[-1]["type"] == "RUN_FINISHED"
+        assert second[-1]["result"] == "delegated: sub: logged step 0"
+        results = [e for e in second if e["type"] == "TOOL_CALL_RESULT"]
+        assert [(r["content"], r.get("subagentRunId")) for r in results] == [
+            ("logged step 0", "task:general-purpose#1"),  # the subagent's, then its task's
+            ("sub: logged step 0", None),
+        ]
+        assert c.post("/api/agents/delegated", json=answer).status_code == 409
+        detail = c.get("/api/agents/delegated/threads/web-1").json()
+        assert detail["status"] == "completed"
+
+        # a run waiting on a worker is stopped from the server: cancelled, nothing waits
+        waiting = events(c.post("/api/agents/gated", json=run_input("web-2", "Stop me.")).text)
+        assert waiting[-1]["outcome"]["type"] == "interrupt"
+        assert c.post("/api/agents/gated/threads/web-2/stop").json() == {"stopped": "web-2"}
+        stopped = c.get("/api/agents/gated/threads/web-2").json()
+        assert (stopped["status"], stopped["interrupts"]) == ("cancelled", [])
+        assert status_of_thread("web-2", schema=apps.SCHEMA).state == "cancelled"
+    ran = query(apps, "SELECT count(*) FROM durable_runs WHERE key LIKE 'web-%%'")
+    assert ran == [(1,)]
+
+
 def test_misuse_is_a_clear_error(apps: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = create_agent(ScriptedModel(["ok"]))
     with pytest.raises(ConfigurationError, match="Postgres URL"):

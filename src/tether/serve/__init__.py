@@ -23,11 +23,13 @@ The API, under `/api/agents/{agent}`:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import os
 import re
 import secrets
+import sys
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
@@ -48,11 +50,13 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from tether.checkpoint.journal import Thread
+    from tether.durable.dbos import DurableAgent
 
 __all__ = ["TOKEN_VARIABLE", "app", "new_token"]
 
 TOKEN_VARIABLE = "TETHER_SERVE_TOKEN"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+_ABANDON_WAIT = 30.0  # seconds a stopped durable run's worker has to finish its step
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -66,13 +70,16 @@ def new_token() -> str:
 
 
 def app(
-    agents: Agent[Any] | Mapping[str, Agent[Any]],
+    agents: Agent[Any] | DurableAgent[Any] | Mapping[str, Agent[Any] | DurableAgent[Any]],
     *,
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     hosts: Sequence[str] | None = LOOPBACK_HOSTS,
 ) -> Starlette:
     """An ASGI app serving `agents` by name (one agent alone is served as "agent").
+
+    A `DurableAgent`'s runs are queued for its DBOS workers; the server reads their
+    events from the thread as the workers record them (a step at a time, not streamed).
 
     `token` is what every API request must carry (default: `$TETHER_SERVE_TOKEN`).
     `cors_origins` lets pages of those origins call the API (none by default).
@@ -142,21 +149,27 @@ def app(
     return application
 
 
-def _checked_agents(agents: object) -> dict[str, Agent[Any]]:
-    if isinstance(agents, Agent):
+def _checked_agents(agents: object) -> dict[str, Agent[Any] | DurableAgent[Any]]:
+    durable = _durable_type()
+    if isinstance(agents, Agent) or (durable is not None and isinstance(agents, durable)):
         agents = {"agent": agents}
     if not isinstance(agents, Mapping) or not agents:
         raise ConfigurationError(
             f"app() serves an Agent or a mapping of names to agents, got {agents!r}"
         )
-    served: dict[str, Agent[Any]] = {}
+    served: dict[str, Agent[Any] | DurableAgent[Any]] = {}
     for name, agent in agents.items():
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigurationError(
                 f"an agent's name is letters, digits, '_', '.' and '-', got {name!r}"
             )
+        if durable is not None and isinstance(agent, durable):
+            served[name] = agent
+            continue
         if not isinstance(agent, Agent):
-            raise ConfigurationError(f"agents[{name!r}] must be an Agent, got {agent!r}")
+            raise ConfigurationError(
+                f"agents[{name!r}] must be an Agent or a DurableAgent, got {agent!r}"
+            )
         if agent.checkpointer is None:
             raise ConfigurationError(
                 f"agent {name!r} has no checkpointer: served runs live in threads, so create "
@@ -164,6 +177,12 @@ def _checked_agents(agents: object) -> dict[str, Agent[Any]]:
             )
         served[name] = agent
     return served
+
+
+def _durable_type() -> type[DurableAgent[Any]] | None:
+    """DurableAgent, if its module was imported (as it is wherever one was made)."""
+    module = sys.modules.get("tether.durable.dbos")
+    return getattr(module, "DurableAgent", None)
 
 
 class _TokenGuard:
@@ -219,8 +238,15 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 class _Server:
-    def __init__(self, agents: dict[str, Agent[Any]]) -> None:
-        self.agents_by_name = agents
+    def __init__(self, agents: Mapping[str, Agent[Any] | DurableAgent[Any]]) -> None:
+        self.agents_by_name: dict[str, Agent[Any]] = {}
+        self.durables: dict[str, DurableAgent[Any]] = {}
+        for name, agent in agents.items():
+            if isinstance(agent, Agent):
+                self.agents_by_name[name] = agent
+            else:  # its runs happen on DBOS workers; its threads are read as any others
+                self.agents_by_name[name] = agent.agent
+                self.durables[name] = agent
         self.live = LiveRuns()
 
     def _agent(self, request: Request) -> tuple[str, Agent[Any]]:
@@ -297,9 +323,22 @@ class _Server:
         return JSONResponse({"deleted": thread_id})
 
     async def events(self, request: Request) -> Response:
-        name, _ = self._agent(request)
+        name, agent = self._agent(request)
         thread_id = request.path_params["thread"]
         live = self.live.get(name, thread_id)
+        durable = self.durables.get(name)
+        if live is None and durable is not None:  # a worker's run, enqueued anywhere
+            with contextlib.suppress(TetherError):
+                events = await _durable_following(durable, thread_id)
+                before = _agui.messages(await agent.ahistory(thread_id))
+                live = await self.live.start(
+                    name,
+                    agent,
+                    thread_id,
+                    f"watch_{uuid.uuid4().hex[:12]}",
+                    events=events,
+                    before=before,
+                )
         if live is None:
             return _error(404, f"thread {thread_id!r} has no run going on here")
         return _stream(live.follow(history=True))
@@ -309,6 +348,12 @@ class _Server:
 
         name, agent = self._agent(request)
         thread_id = request.path_params["thread"]
+        durable = self.durables.get(name)
+        if durable is not None:
+            try:
+                await _cancel_durable(durable, thread_id)
+            except TetherError as exc:
+                return _refusal(exc)
         live = self.live.get(name, thread_id)
         if live is not None:
             live.stop()
@@ -316,8 +361,8 @@ class _Server:
                 with contextlib.suppress(BaseException):
                     await live.task
             return JSONResponse({"stopped": thread_id})
-        try:
-            abandoned = await agent.aabandon(thread_id)
+        try:  # a worker ends the step it is in before letting the thread go
+            abandoned = await agent.aabandon(thread_id, wait=_ABANDON_WAIT if durable else 0)
         except TetherError as exc:
             return _refusal(exc)
         if not abandoned:
@@ -336,8 +381,14 @@ class _Server:
             return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
         thread_id = given.thread_id
         run_id = given.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        if self.live.get(name, thread_id) is not None:
+            return _error(409, f"thread {thread_id!r} has a run going on; watch it or stop it")
+        durable = self.durables.get(name)
         try:
-            events = await _run_events(agent, given)
+            if durable is not None:
+                events = await _durable_events(durable, given)
+            else:
+                events = await _run_events(agent, given)
             before = _agui.messages(await agent.ahistory(thread_id))
             live = await self.live.start(
                 name, agent, thread_id, run_id, events=events, before=before
@@ -368,6 +419,48 @@ async def _run_events(agent: Agent[Any], given: Any) -> Any:
         prompt = _text_of(last.content)
         return lambda: agent.stream(prompt, thread_id=thread_id)
     return lambda: agent.stream_resume(thread_id)
+
+
+async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
+    """For a durable agent: queue the run (or send the decisions) for a worker, and a
+    function giving its events, read from the thread as the worker records it."""
+    from tether.serve._durable import Cursor, followed
+
+    thread_id = given.thread_id
+    thread = await durable._client.thread(thread_id)
+    cursor = Cursor.at(thread)
+    if given.resume:
+        decisions = _decisions(thread, given.resume)
+        handle = await asyncio.to_thread(durable.handle, thread_id)
+        await handle.adecide(decisions)
+    else:
+        last = given.messages[-1] if given.messages else None
+        if last is None or last.role != "user":
+            raise ConfigurationError(
+                "a durable run that was cut short goes on by itself when its worker restarts; "
+                "send a message or decisions"
+            )
+        handle = await durable.aenqueue(_text_of(last.content), thread_id=thread_id)
+    return lambda: followed(durable, handle, cursor)
+
+
+async def _durable_following(durable: DurableAgent[Any], thread_id: str) -> Any:
+    """The events of the thread's durable run from now on, if it is queued or running."""
+    from tether.serve._durable import Cursor, followed
+
+    handle = await asyncio.to_thread(durable.handle, thread_id)
+    status = await handle.astatus()
+    if status.state not in ("queued", "running"):
+        raise ConfigurationError(f"the run of thread {thread_id!r} is {status.state}")
+    cursor = Cursor.at(await durable._client.thread(thread_id))
+    return lambda: followed(durable, handle, cursor)
+
+
+async def _cancel_durable(durable: DurableAgent[Any], thread_id: str) -> None:
+    """Cancel the thread's DBOS workflow, so no worker takes the run on again."""
+    handle = await asyncio.to_thread(durable.handle, thread_id)
+    client = durable._client.client
+    await asyncio.to_thread(client.cancel_workflow, handle.workflow_id)
 
 
 def _text_of(content: Any) -> str:
