@@ -28,6 +28,8 @@ ROUTES = [
     ("DELETE", "/api/agents/a/threads/t"),
     ("GET", "/api/agents/a/threads/t/events"),
     ("POST", "/api/agents/a/threads/t/stop"),
+    ("GET", "/api"),  # and any path but the page's own: nothing is found without it
+    ("GET", "/nowhere"),
 ]
 
 

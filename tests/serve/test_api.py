@@ -297,6 +297,7 @@ def test_a_run_goes_on_when_its_client_leaves_and_another_can_watch_it(tmp_path:
             lines = watching.iter_lines()
             snapshot = next(line for line in lines if line.startswith("data: "))
             assert "MESSAGES_SNAPSHOT" in snapshot
+            assert '"content":"Work."' in snapshot  # the message the run answers
             started = next(line for line in lines if line.startswith("data: "))
             assert "RUN_STARTED" in started
             _set_on_server(loop_release[0])

@@ -186,14 +186,16 @@ def _durable_type() -> type[DurableAgent[Any]] | None:
 
 
 class _TokenGuard:
-    """Refuses `/api` requests without the bearer token (compared in constant time)."""
+    """Refuses requests without the bearer token (compared in constant time), but for
+    the page and its static files, which hold nothing of the agents'."""
 
     def __init__(self, app: Any, *, token: str) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        guarded = scope["type"] == "http" and scope["path"].startswith("/api")
+        open_path = scope["path"] == "/" or scope["path"].startswith("/static/")
+        guarded = scope["type"] == "http" and not open_path
         if guarded and scope["method"] != "OPTIONS" and not self._allowed(scope):
             from starlette.responses import JSONResponse
 
@@ -385,11 +387,14 @@ class _Server:
             return _error(409, f"thread {thread_id!r} has a run going on; watch it or stop it")
         durable = self.durables.get(name)
         try:
+            before = _agui.messages(await agent.ahistory(thread_id))
             if durable is not None:
                 events = await _durable_events(durable, given)
             else:
                 events = await _run_events(agent, given)
-            before = _agui.messages(await agent.ahistory(thread_id))
+            prompt = _prompt(given)
+            if prompt is not None:  # a watcher sees the message the run answers
+                before.append(_agui.AguiUser(id=f"m{len(before)}", content=prompt))
             live = await self.live.start(
                 name, agent, thread_id, run_id, events=events, before=before
             )
@@ -414,11 +419,18 @@ async def _run_events(agent: Agent[Any], given: Any) -> Any:
         thread = await read_thread(agent._checkpointer(), thread_id)
         decisions = _decisions(thread, given.resume)
         return lambda: agent.stream_resume(thread_id, decisions=decisions)
-    last = given.messages[-1] if given.messages else None
-    if last is not None and last.role == "user":
-        prompt = _text_of(last.content)
+    prompt = _prompt(given)
+    if prompt is not None:
         return lambda: agent.stream(prompt, thread_id=thread_id)
     return lambda: agent.stream_resume(thread_id)
+
+
+def _prompt(given: Any) -> str | None:
+    """The text of the input's last message when it is the user's (a new run's prompt)."""
+    last = given.messages[-1] if given.messages and not given.resume else None
+    if last is None or last.role != "user":
+        return None
+    return _text_of(last.content)
 
 
 async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
@@ -434,13 +446,13 @@ async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
         handle = await asyncio.to_thread(durable.handle, thread_id)
         await handle.adecide(decisions)
     else:
-        last = given.messages[-1] if given.messages else None
-        if last is None or last.role != "user":
+        prompt = _prompt(given)
+        if prompt is None:
             raise ConfigurationError(
                 "a durable run that was cut short goes on by itself when its worker restarts; "
                 "send a message or decisions"
             )
-        handle = await durable.aenqueue(_text_of(last.content), thread_id=thread_id)
+        handle = await durable.aenqueue(prompt, thread_id=thread_id)
     return lambda: followed(durable, handle, cursor)
 
 

@@ -82,6 +82,7 @@ from tether.messages import (
 from tether.tools.files import change_diff
 
 __all__ = [
+    "AguiUser",
     "Translator",
     "change_of",
     "interrupt",
