@@ -49,8 +49,25 @@ def serve(options: argparse.Namespace, loaded: Loaded, directory: Path, output: 
         shown = f"[{options.host}]" if ":" in options.host else options.host
         print(f"tether is serving at http://{shown}:{options.port}/#token={token}", flush=True)
         print("Ctrl-C stops it; a run going on is recorded as cancelled.", flush=True)
-        uvicorn.run(application, host=options.host, port=options.port, log_level="warning")
+        config = uvicorn.Config(
+            application, host=options.host, port=options.port, log_level="warning"
+        )
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again, once done
+            _Server(config).run()
     return 0
+
+
+def _Server(config: Any) -> Any:
+    """uvicorn's server, made to stop the live runs first when it is told to stop, so
+    their streams end (each run recorded as cancelled) instead of holding it open."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            await config.app.state.live.close()
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 def _is_loopback(host: str) -> bool:

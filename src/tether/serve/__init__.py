@@ -146,6 +146,7 @@ def app(
         exception_handlers={_NotFound: _not_found},
     )
     application.state.agents = served
+    application.state.live = server.live  # a server stopping: `await ....live.close()`
     return application
 
 
