@@ -192,3 +192,18 @@ async def test_a_readable_file_shows_its_whole_change(tmp_path: Path) -> None:
     ]
     assert events(done.text)[-1]["result"] == "done"
     assert (tmp_path / "work" / "notes.md").read_text() == "one\nTWO\nthree\n"
+
+
+def test_a_websocket_is_closed_before_anything_reads_it(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    application = app({"a": counting(tmp_path, [])}, token=TOKEN, hosts=None)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with (
+        TestClient(application) as c,
+        pytest.raises(WebSocketDisconnect) as closed,
+        c.websocket_connect("/api/agents", headers=headers),
+    ):
+        pass
+    assert closed.value.code == 1008

@@ -371,3 +371,24 @@ def test_app_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
         app({}, token=TOKEN)
     assert len(new_token()) >= 32
     assert app(agent, token=TOKEN).state.agents == {"agent": agent}
+
+
+def test_the_apps_shutdown_stops_its_live_runs_as_cancelled(tmp_path: Path) -> None:
+    """The app's lifespan, as any ASGI server runs it: at shutdown, runs that outlived
+    their requests are stopped and recorded as cancelled, not left hanging."""
+    from starlette.testclient import TestClient
+
+    agent = slow_agent(tmp_path)
+    application = app({"a": agent}, token=TOKEN, hosts=None)
+    with TestClient(application, headers=AUTH) as c:
+        with c.stream("POST", "/api/agents/a", json=run_input("t", "Work.")) as response:
+            assert "RUN_STARTED" in next(response.iter_lines())
+        assert c.get("/api/agents").json()["agents"][0]["running"] == ["t"]
+    [info] = agent.threads()
+    assert asyncio.run(_stop_reason(agent, info.thread_id)) == "cancelled"
+
+
+async def _stop_reason(agent: Agent[str], thread_id: str) -> str | None:
+    from tether.checkpoint.journal import read_thread
+
+    return (await read_thread(agent._checkpointer(), thread_id)).stop_reason

@@ -154,6 +154,30 @@ def test_a_run_is_stopped_from_the_page(tmp_path: Path, browser: Any) -> None:
     assert agent.history(info.thread_id)[0].text == "Take your time."
 
 
+def test_a_run_that_failed_is_resumed_from_the_page(tmp_path: Path, browser: Any) -> None:
+    from tether.errors import ModelHTTPError
+
+    failures = [ModelHTTPError("the provider is overloaded", status_code=529)]
+
+    def turn(request: ModelRequest) -> Turn:
+        if failures:
+            raise failures.pop()
+        return "Back again."
+
+    agent = create_agent(FunctionModel(turn), checkpointer=f"sqlite:///{tmp_path}/runs.db")
+    with served(app({"a": agent}, token=TOKEN)) as url:
+        page = browser.new_page()
+        page.goto(f"{url}/#token={TOKEN}")
+        page.fill("#prompt", "Hello.")
+        page.click("#send")
+        page.wait_for_selector("#status.error")
+        assert "overloaded" in page.text_content("#error")
+        page.click("#resume")
+        page.wait_for_selector("#status.completed")
+        assert page.text_content(".msg.assistant >> nth=-1") == "Back again."
+        assert page.locator("#resume").is_hidden()
+
+
 def test_the_page_asks_for_the_token_and_refuses_a_wrong_one(tmp_path: Path, browser: Any) -> None:
     agent = create_agent(FunctionModel(lambda r: "hi"), checkpointer=f"sqlite:///{tmp_path}/r.db")
     with served(app({"a": agent}, token=TOKEN)) as url:

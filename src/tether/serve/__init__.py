@@ -195,9 +195,10 @@ class _TokenGuard:
         self.expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        open_path = scope["path"] == "/" or scope["path"].startswith("/static/")
-        guarded = scope["type"] == "http" and not open_path
-        if guarded and scope["method"] != "OPTIONS" and not self._allowed(scope):
+        if scope["type"] == "websocket":  # none is served: refused before anything reads it
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] == "http" and self._refused(scope):
             from starlette.responses import JSONResponse
 
             response = JSONResponse(
@@ -208,6 +209,11 @@ class _TokenGuard:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _refused(self, scope: Any) -> bool:
+        if scope["path"] == "/" or scope["path"].startswith("/static/"):
+            return False  # the page and its files hold nothing of the agents'
+        return scope["method"] != "OPTIONS" and not self._allowed(scope)
 
     def _allowed(self, scope: Any) -> bool:
         given = b""

@@ -314,6 +314,7 @@ function setStatus(status) {
   badge.textContent = status || "";
   badge.className = `badge ${status === "running" ? "running" : status && status.startsWith("waiting") ? "waiting" : status === "completed" ? "completed" : status === "error" ? "error" : ""}`;
   $("stop").hidden = !(status === "running" || (status && status.startsWith("waiting")) || status === "stopped (resumable)");
+  $("resume").hidden = !(status === "stopped (resumable)" || status === "error");
   $("send").disabled = status === "running";
 }
 
@@ -463,6 +464,11 @@ function wire() {
   });
   $("prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
+  });
+  $("resume").addEventListener("click", () => {
+    hideError();
+    // no message and no decisions: the thread's unfinished run goes on from its last step
+    stream(agentPath(), { threadId: page.thread, runId: `run_${crypto.randomUUID()}`, messages: [] });
   });
   $("stop").addEventListener("click", async () => {
     try { await api(`${threadPath(page.thread)}/stop`, { method: "POST" }); } catch (error) { showError(error.message); }
