@@ -207,3 +207,16 @@ def test_a_websocket_is_closed_before_anything_reads_it(tmp_path: Path) -> None:
     ):
         pass
     assert closed.value.code == 1008
+
+
+async def test_an_allowed_origin_reads_a_refusal_but_gets_nothing_without_the_token(
+    tmp_path: Path,
+) -> None:
+    application = app(
+        {"a": counting(tmp_path, [])}, token=TOKEN, cors_origins=["https://ui.example"]
+    )
+    async with client(application) as c:
+        c.headers.pop("Authorization")
+        refused = await c.get("/api/agents", headers={"Origin": "https://ui.example"})
+    assert refused.status_code == 401
+    assert refused.headers["access-control-allow-origin"] == "https://ui.example"

@@ -5,9 +5,9 @@ protocol, keeps their threads, takes approvals, and serves a page to watch it al
     application = app({"coder": coder, "writer": writer}, token=os.environ["TOKEN"])
     # uvicorn module:application --host 127.0.0.1
 
-Every `/api` request needs `Authorization: Bearer <token>`. The page (`/`) reads the
-token from the address's fragment (`/#token=...`, which no request carries) and keeps
-it for the tab. Needs `tether[serve]`.
+Every request but the page's needs `Authorization: Bearer <token>`. The page (`/`)
+reads the token from the address's fragment (`/#token=...`, which no request carries)
+and keeps it for the tab. Needs `tether[serve]`.
 
 The API, under `/api/agents/{agent}`:
 - `POST` (an AG-UI `RunAgentInput`): a run, streamed as server-sent AG-UI events. The
@@ -107,10 +107,10 @@ def app(
             f"${TOKEN_VARIABLE} (tether.serve.new_token() makes one)"
         )
     server = _Server(served)
-    middleware = [Middleware(_TokenGuard, token=secret)]
+    middleware = []  # the first is the outermost
     if hosts is not None:
-        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)))
-    if cors_origins:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)))
+    if cors_origins:  # outside the token's guard: an allowed page can read a refusal too
         middleware.append(
             Middleware(
                 CORSMiddleware,
@@ -119,6 +119,7 @@ def app(
                 allow_headers=["Authorization", "Content-Type"],
             )
         )
+    middleware.append(Middleware(_TokenGuard, token=secret))
     static = str(resources.files("tether.serve") / "static")
     routes = [
         Route("/", server.page),

@@ -157,13 +157,17 @@ class LiveRuns:
         live = LiveRun(agent, thread_id, Translator(thread_id, run_id), before)
         self._runs[key] = live
         live.task = asyncio.create_task(live.drive(events()))
-        live.task.add_done_callback(lambda _: self._runs.pop(key, None))
+        live.task.add_done_callback(lambda _: self._forget(key, live))
         try:
             await live.begun()
         except BaseException:
-            self._runs.pop(key, None)
+            self._forget(key, live)
             raise
         return live
+
+    def _forget(self, key: tuple[str, str], live: LiveRun) -> None:
+        if self._runs.get(key) is live:  # not a later run of the thread
+            del self._runs[key]
 
     async def close(self) -> None:
         """Stop every live run (the server is going down); each is recorded as cancelled."""
