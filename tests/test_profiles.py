@@ -96,6 +96,19 @@ def test_lookup_merges_the_model_profile_over_the_provider_profile() -> None:
     assert profile_for(Model("nobody", "x")) == HarnessProfile()
 
 
+def test_a_cloud_serving_another_makers_model_gets_the_makers_profile() -> None:
+    from tether.models.openai import azure_model
+
+    register_harness_profile("maker", HarnessProfile(system_prompt_suffix="maker's"))
+    served = Model("cloud", "maker.big-1")
+    served.family = "maker"  # type: ignore[attr-defined]
+    assert profile_for(served).system_prompt_suffix == "maker's"
+    register_harness_profile("cloud", HarnessProfile(system_prompt_suffix="cloud's"))
+    assert profile_for(served).system_prompt_suffix == "cloud's"  # the provider's first
+    azure = azure_model("gpt-52-prod", endpoint="https://x.openai.azure.com", api_key="k")
+    assert "Act rather than ask" in (profile_for(azure).system_prompt_suffix or "")
+
+
 def test_entry_points_run_once_on_the_first_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 

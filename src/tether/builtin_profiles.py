@@ -39,5 +39,6 @@ no planning or delegation it cannot use."""
 def register() -> None:
     """Register the built-in profiles (called once, before entry points are loaded)."""
     register_harness_profile("openai", _OPENAI)
+    register_harness_profile("azure", _OPENAI)  # OpenAI's models, deployed on Azure
     register_harness_profile("anthropic", _ANTHROPIC)
     register_harness_profile("local", _LOCAL)

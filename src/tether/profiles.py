@@ -125,8 +125,9 @@ def register_harness_profile(key: str, profile: HarnessProfile) -> None:
 
 
 def profile_for(model: Any) -> HarnessProfile:
-    """The profile for a model object (its `provider` and `name`): the provider's, with
-    the model's own merged on top."""
+    """The profile for a model object (its `provider` and `name`): the provider's (or,
+    for a provider with none, the model's maker's, its `family`: Claude on Bedrock gets
+    Anthropic's), with the model's own merged on top."""
     _load_entry_points()
     provider, name = getattr(model, "provider", None), str(getattr(model, "name", ""))
     exact = _REGISTRY.get(f"{provider}:{name}") if provider else None
@@ -134,6 +135,9 @@ def profile_for(model: Any) -> HarnessProfile:
         exact = _REGISTRY.get(name)
         provider = provider or name.partition(":")[0]
     base = _REGISTRY.get(provider) if provider else None
+    family = getattr(model, "family", None)  # who made a model a cloud serves
+    if base is None and isinstance(family, str):
+        base = _REGISTRY.get(family)
     if base is None:
         return exact or HarnessProfile()
     return base if exact is None else base.merge(exact)

@@ -43,9 +43,14 @@ def error(status: int, message: str, kind: str = "api_error", **headers: str) ->
 
 
 class FaultServer:
-    """Serves `replies` in order, one connection each, from a thread of its own."""
+    """Serves `replies` in order, one connection each, from a thread of its own.
 
-    def __init__(self, replies: list[Reply]) -> None:
+    `chunked` sends each body in HTTP chunks of `CHUNK` bytes, as AWS streams do: a
+    client then reads what came so far, and a cut or a reset ends the body before its
+    last chunk (a break it can tell from the end)."""
+
+    def __init__(self, replies: list[Reply], *, chunked: bool = False) -> None:
+        self.chunked = chunked
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -100,7 +105,11 @@ class FaultServer:
         reply = self.replies.pop(0) if self.replies else error(500, "no reply scripted")
         sent = reply.body if reply.cut is None else reply.body[: reply.cut]
         headers = {**reply.headers, "connection": "close"}
-        if reply.cut is None and reply.then == "close":
+        if self.chunked:
+            headers["transfer-encoding"] = "chunked"
+            whole = reply.cut is None and reply.then == "close"
+            sent = _chunked(sent, last=whole)
+        elif reply.cut is None and reply.then == "close":
             headers["content-length"] = str(len(sent))
         status = f"HTTP/1.1 {reply.status} {'OK' if reply.status < 400 else 'Error'}\r\n"
         if reply.head:
@@ -119,7 +128,17 @@ class FaultServer:
         writer.close()
 
 
+CHUNK = 64
+
+
+def _chunked(body: bytes, *, last: bool) -> bytes:
+    """`body` in HTTP chunks, with the closing empty chunk when it is all there is."""
+    pieces = [body[i : i + CHUNK] for i in range(0, len(body), CHUNK)]
+    encoded = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces)
+    return encoded + (b"0\r\n\r\n" if last else b"")
+
+
 @contextlib.contextmanager
-def serving(replies: list[Reply]) -> Iterator[FaultServer]:
-    with FaultServer(replies) as server:
+def serving(replies: list[Reply], *, chunked: bool = False) -> Iterator[FaultServer]:
+    with FaultServer(replies, chunked=chunked) as server:
         yield server

@@ -23,24 +23,39 @@ from tether import (
 from tether.messages import ToolResultMessage, UserMessage
 from tether.models import _sdk
 from tether.models.anthropic import AnthropicModel
+from tether.models.bedrock import BedrockModel
 from tether.models.google import GoogleModel
 from tether.models.openai import AZURE_API_VERSION, OpenAIModel, azure_model
 
 from .faults import Reply, error, serving
 from .test_anthropic import claude_stream, text_block, tool_block
+from .test_bedrock import bedrock_error, converse_stream, frame_end
 from .test_google import gemini_stream
 from .test_openai import call_item, chat_stream, message_item, responses_stream
 
 
+def _sse_piece_end(body: bytes, offset: int) -> int:
+    """Where the server-sent event holding byte `offset` ends."""
+    return body.index(b"\n\n", offset) + 2
+
+
 @dataclass(frozen=True)
 class Wire:
-    """One provider API: how to make a model for a server, and what its streams look like."""
+    """One provider API: how to make a model for a server, what its streams and errors
+    look like, and where a piece of a stream ends (to cut it there)."""
 
     name: str
     model: Callable[..., Any]
     text: Callable[[str], bytes]
     call: Callable[[str, str, str], bytes]
     path: str
+    error: Callable[..., Reply] = error
+    piece_end: Callable[[bytes, int], int] = _sse_piece_end
+    huge_input: Callable[[int], bytes] | None = None
+    """A text stream reporting this many input tokens, where a number cannot simply be
+    replaced in the bytes (a framed stream)."""
+    chunked: bool = False
+    """Its streams come in HTTP chunks (AWS's do)."""
 
 
 WIRES = [
@@ -75,6 +90,26 @@ WIRES = [
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
     ),
     Wire(
+        "bedrock",
+        lambda url, **kw: BedrockModel(
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            region="us-east-1",
+            base_url=url,
+            aws_access_key_id="AKIDTEST",
+            aws_secret_access_key="secret",
+            **kw,
+        ),
+        converse_stream,
+        lambda cid, name, args: converse_stream(None, (cid, name, args)),
+        "/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream",
+        error=bedrock_error,
+        piece_end=frame_end,
+        huge_input=lambda tokens: converse_stream(
+            "ok", usage={"inputTokens": tokens, "outputTokens": 1, "totalTokens": tokens + 1}
+        ),
+        chunked=True,
+    ),
+    Wire(
         "responses",
         lambda url, **kw: OpenAIModel(
             "gpt-5.2", api="responses", api_key="k", base_url=url + "/v1", **kw
@@ -102,7 +137,7 @@ async def _run(
     wire: Wire, replies: list[Reply], tmp_path: Path, **model_options: Any
 ) -> tuple[Any, TetherError | None, list[dict[str, Any]], list[Any]]:
     """Run an agent against `replies`: its result or error, the requests, the saved thread."""
-    with serving(replies) as server:
+    with serving(replies, chunked=wire.chunked) as server:
         model = wire.model(server.url, max_retries=2, **model_options)
         agent = create_agent(model, tools=[note], checkpointer=f"sqlite:///{tmp_path}/runs.db")
         result: Any = None
@@ -140,7 +175,7 @@ async def _fails(
 
 
 async def test_rate_limit_is_retried_after_the_wait_asked(wire: Wire, tmp_path: Path) -> None:
-    limited = error(429, "slow down", "rate_limit_error", **{"retry-after": "0"})
+    limited = wire.error(429, "slow down", "rate_limit_error", **{"retry-after": "0"})
     result, caught, requests, _ = await _run(wire, [limited, Reply(body=wire.text("ok"))], tmp_path)
     assert caught is None
     assert result.output == "ok"
@@ -151,7 +186,7 @@ async def test_rate_limit_is_retried_after_the_wait_asked(wire: Wire, tmp_path: 
 async def test_server_errors_are_retried_then_named(
     wire: Wire, tmp_path: Path, status: int
 ) -> None:
-    replies = [error(status, "the server is unwell", "overloaded_error") for _ in range(3)]
+    replies = [wire.error(status, "the server is unwell", "overloaded_error") for _ in range(3)]
     _, caught, requests, history = await _run(wire, replies, tmp_path)
     assert isinstance(caught, ModelHTTPError)
     assert caught.status_code == status
@@ -166,7 +201,7 @@ async def test_server_errors_are_retried_then_named(
 
 
 async def test_a_retry_after_longer_than_the_cap_fails_at_once(wire: Wire, tmp_path: Path) -> None:
-    limited = error(429, "come back in an hour", "rate_limit_error", **{"retry-after": "3600"})
+    limited = wire.error(429, "come back in an hour", "rate_limit_error", **{"retry-after": "3600"})
     _, caught, requests, _ = await _run(wire, [limited], tmp_path)
     assert isinstance(caught, ModelHTTPError)
     assert caught.status_code == 429
@@ -177,8 +212,8 @@ async def test_a_retry_after_longer_than_the_cap_fails_at_once(wire: Wire, tmp_p
 
 
 async def test_a_retry_wait_never_outlasts_the_run(wire: Wire, tmp_path: Path) -> None:
-    limited = error(429, "wait a bit", "rate_limit_error", **{"retry-after": "30"})
-    with serving([limited, limited]) as server:
+    limited = wire.error(429, "wait a bit", "rate_limit_error", **{"retry-after": "30"})
+    with serving([limited, limited], chunked=wire.chunked) as server:
         agent = create_agent(
             wire.model(server.url), limits=Limits(timeout_seconds=0.5), checkpointer=None
         )
@@ -201,7 +236,7 @@ async def test_a_tool_round_trip(wire: Wire, tmp_path: Path) -> None:
 
 
 async def test_a_refused_key_is_not_retried(wire: Wire, tmp_path: Path) -> None:
-    refused = error(401, "invalid api key", "authentication_error")
+    refused = wire.error(401, "invalid api key", "authentication_error")
     _, caught, requests, _ = await _run(wire, [refused], tmp_path)
     assert isinstance(caught, ModelHTTPError)
     assert caught.status_code == 401
@@ -212,7 +247,7 @@ async def test_a_refused_key_is_not_retried(wire: Wire, tmp_path: Path) -> None:
 
 
 async def test_client_errors_are_not_retried(wire: Wire, tmp_path: Path) -> None:
-    _, caught, requests, _ = await _run(wire, [error(400, "bad max_tokens")], tmp_path)
+    _, caught, requests, _ = await _run(wire, [wire.error(400, "bad max_tokens")], tmp_path)
     assert isinstance(caught, ModelHTTPError)
     assert "rejected the request" in str(caught)
     assert "bad max_tokens" in str(caught)
@@ -239,14 +274,14 @@ async def test_resets_every_time_name_the_connection(wire: Wire, tmp_path: Path)
     assert ": " in said.split("failed: ", 1)[1]  # never an empty reason
 
 
-def _after_first_text(body: bytes) -> int:
+def _after_first_text(body: bytes, wire: Wire) -> int:
     """Where a stream ends once its first piece of answer text was sent whole."""
-    return body.index(b"\n\n", body.index(b"answer")) + 2
+    return wire.piece_end(body, body.index(b"answer"))
 
 
 async def test_a_reset_in_the_middle_of_the_reply(wire: Wire, tmp_path: Path) -> None:
     body = wire.text("a long answer that never arrives whole")
-    cut = Reply(body=body, cut=_after_first_text(body), then="reset")
+    cut = Reply(body=body, cut=_after_first_text(body, wire), then="reset")
     said = await _fails(wire, [cut], tmp_path)  # its first deltas were streamed: not retried
     assert "the connection broke in the middle of the reply" in said
     assert "Connection reset" in said or "ReadError" in said
@@ -254,7 +289,7 @@ async def test_a_reset_in_the_middle_of_the_reply(wire: Wire, tmp_path: Path) ->
 
 async def test_a_server_that_stops_answering_times_out(wire: Wire, tmp_path: Path) -> None:
     body = wire.text("an answer that stalls")
-    stall = Reply(body=body, cut=_after_first_text(body), then="hang", hang=3)
+    stall = Reply(body=body, cut=_after_first_text(body, wire), then="hang", hang=3)
     said = await _fails(wire, [stall], tmp_path, timeout_seconds=0.5)
     assert "no data within the model's timeout_seconds" in said
 
@@ -266,6 +301,8 @@ async def test_a_stream_cut_inside_a_tool_call(wire: Wire, tmp_path: Path) -> No
     if wire.name == "google":  # Gemini sends each call whole: cut, it is unreadable JSON
         assert "could not read" in said
         assert "Failed to parse response as JSON" in said
+    elif wire.chunked:  # the last chunk never came: a break, not an end
+        assert "the connection broke in the middle of the reply" in said
     else:
         assert "ended before the reply was complete" in said
 
@@ -313,12 +350,13 @@ async def test_garbage_in_the_event_stream(wire: Wire, tmp_path: Path) -> None:
     garbage = Reply(body=b"event: message_start\ndata: {this is not json\n\n")
     said = await _fails(wire, [garbage], tmp_path)
     assert "could not read" in said
-    assert ("UnknownApiResponseError" if wire.name == "google" else "JSONDecodeError") in said
+    named = {"google": "UnknownApiResponseError", "bedrock": "ChecksumMismatch"}
+    assert named.get(wire.name, "JSONDecodeError") in said
 
 
 async def test_huge_usage_numbers(wire: Wire, tmp_path: Path) -> None:
     huge = 10**30
-    body = wire.text("ok")
+    body = wire.text("ok") if wire.huge_input is None else wire.huge_input(huge)
     numbers = (b'"input_tokens": 25', b'"prompt_tokens": 40', b'"input_tokens": 36')
     for field in (*numbers, b'"promptTokenCount": 40'):
         body = body.replace(field, field.split(b":")[0] + b": " + str(huge).encode())

@@ -1,10 +1,11 @@
 """Models: the `Model` protocol, model strings, and `ScriptedModel` / `FunctionModel` for tests.
 
 Provider adapters live in their own modules so their SDKs load only when used:
-`tether.models.anthropic`, `tether.models.openai`, `tether.models.langchain`, and
-`tether.models.local` for the offline model that runs on this machine.
+`tether.models.anthropic`, `tether.models.openai` (Azure too), `tether.models.google`,
+`tether.models.bedrock`, `tether.models.langchain`, and `tether.models.local` for the
+offline model that runs on this machine.
 
-The Anthropic and OpenAI adapters retry rate limits, server errors, refused or dropped
+The provider adapters retry rate limits, server errors, refused or dropped
 connections and timeouts themselves (their SDKs' retries are off), with backoff, and
 wait as long as a `retry-after` asks up to `MAX_RETRY_WAIT_SECONDS`; a fault left over
 raises a `ModelError` naming the URL, the provider's request id and the retries made.

@@ -14,6 +14,7 @@ OpenAIModel("qwen3", base_url="http://localhost:8000/v1",
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, replace
 
 from tether.models.prices import Price
@@ -83,7 +84,26 @@ _FAMILIES: dict[tuple[str, str], ModelProfile] = {
     ("openai", "o4"): replace(_GPT5, max_output_tokens=100_000),
     ("openai", "gpt-4.1"): replace(_GPT4, max_output_tokens=32_768),
     ("openai", "gpt-4o"): _GPT4,
+    # Bedrock model ids, without their region prefix ("us.", "eu.", "global.", ...)
+    ("bedrock", "anthropic.claude-"): _CLAUDE,
+    ("bedrock", "anthropic.claude-3-"): replace(
+        _CLAUDE, max_output_tokens=8_192, supports_thinking=False, supports_structured_output=False
+    ),
+    ("bedrock", "amazon.nova-"): ModelProfile(
+        max_output_tokens=10_000,
+        supports_images=True,
+        supports_documents=True,
+        supports_caching=True,
+    ),
+    ("google", "gemini-"): ModelProfile(
+        max_output_tokens=65_536,
+        supports_images=True,
+        supports_documents=True,
+        supports_structured_output=True,
+        supports_thinking=True,
+    ),
 }
+_BEDROCK_REGION = re.compile(r"^(?:us|eu|apac|global|us-gov|jp|au|ca)\.(?=[a-z0-9-]+\.)")
 
 
 def profile_for(provider: str | None, model: str) -> ModelProfile:
@@ -93,6 +113,8 @@ def profile_for(provider: str | None, model: str) -> ModelProfile:
 
 @functools.cache
 def _profile(provider: str | None, model: str) -> ModelProfile:
+    if provider == "bedrock":  # an inference profile is its model, in some regions
+        model = _BEDROCK_REGION.sub("", model)
     matches = [
         prefix
         for (family_provider, prefix) in _FAMILIES

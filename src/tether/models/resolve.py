@@ -48,6 +48,12 @@ def _google(name: str) -> Model:
     return GoogleModel(name)
 
 
+def _bedrock(name: str) -> Model:
+    from tether.models.bedrock import BedrockModel
+
+    return BedrockModel(name)
+
+
 def _azure(name: str) -> Model:
     from tether.models.openai import azure_model
 
@@ -108,6 +114,7 @@ PROVIDERS: dict[str, Callable[[str], Model]] = {
     "openai": _openai,
     "openai-chat": _openai_chat,
     "azure": _azure,
+    "bedrock": _bedrock,
     "google": _google,
     "local": _local,
     "test": _script,
@@ -117,7 +124,8 @@ PROVIDERS: dict[str, Callable[[str], Model]] = {
 `OPENAI_BASE_URL` points at another server; "openai-chat" always uses Chat Completions;
 "ollama", "vllm", "lmstudio" and "openrouter" are OpenAI-compatible servers (`PRESETS`);
 "google" is Gemini (`tether.models.google`); "azure" is a deployment on Azure OpenAI
-(`tether.models.openai.azure_model`);
+(`tether.models.openai.azure_model`); "bedrock" is a model on Amazon Bedrock by its id
+(`tether.models.bedrock`);
 "local" runs a model shipped in a package on this machine (`tether.models.local`);
 "test:<file>" plays a JSON script (`tether.models.scripted.script_file_model`), to drive
 the CLI in tests."""

@@ -1,0 +1,521 @@
+"""Models on Amazon Bedrock through the Converse API of the official `boto3` SDK (extra
+`tether[bedrock]`).
+
+    BedrockModel("us.anthropic.claude-sonnet-4-5-20250929-v1:0")   # AWS credentials, region
+    BedrockModel("amazon.nova-pro-v1:0", region="eu-west-1")
+
+The Converse API speaks to every model Bedrock serves (Claude, Nova, Llama, Mistral,
+...), with one message format and one stream; Anthropic's own Bedrock client would
+reach Claude alone. boto3 is synchronous, so each request's stream is read in a thread
+of its own and handed to the event loop as it arrives; a run that stops early closes
+it. Credentials and region come from boto3's usual places (`AWS_PROFILE`, the
+`AWS_ACCESS_KEY_ID` pair, `AWS_BEARER_TOKEN_BEDROCK`, `AWS_REGION`, instance roles)
+unless given. tether retries as it does for every provider; boto3's own retries are off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.errors import ConfigurationError, ModelError, ProviderBlockedError
+from tether.messages import (
+    AssistantMessage,
+    AssistantPart,
+    BinaryPart,
+    ContentPart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
+from tether.models import _sdk
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.profiles import ModelProfile
+
+__all__ = ["BedrockModel"]
+
+PROVIDER = "bedrock"
+_CACHE_POINT = {"cachePoint": {"type": "default"}}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+# What an error event inside the stream is, in the terms tether's retries read.
+_STREAM_ERRORS = {
+    "throttlingException": "rate_limit_error",
+    "serviceUnavailableException": "overloaded_error",
+    "internalServerException": "api_error",
+    "modelStreamErrorException": "api_error",
+}
+_IMAGES = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+_DOCUMENTS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+_END = object()
+
+
+class _APIStatus(Exception):
+    """An error boto3 raised, in the shape tether's retry code reads (`status_code`,
+    `body`, `response` with its headers and the request's URL, `request_id`)."""
+
+    def __init__(self, status: int, code: str, message: str, url: str, meta: Any) -> None:
+        super().__init__(message or code)
+        self.status_code = status
+        self.type = _STREAM_ERRORS.get(code, code)
+        self.body = {"error": {"type": code, "message": message or code}}
+        headers = dict((meta or {}).get("HTTPHeaders") or {})
+        self.request_id = (meta or {}).get("RequestId") or headers.get("x-amzn-requestid")
+        self.response = _Seen(headers, url)
+
+
+@dataclass
+class _Seen:
+    """What tether's error messages read off a response: its headers and its URL."""
+
+    headers: dict[str, str]
+    url: str
+
+    @property
+    def request(self) -> Any:
+        return self
+
+
+class _Broken(OSError):
+    """The connection failed (refused, reset, cut in the middle of the reply)."""
+
+
+class _Slow(TimeoutError):
+    """No data came within the model's timeout."""
+
+
+class BedrockModel(_sdk.HTTPAdapter):
+    """A model on Amazon Bedrock, by its model id or inference profile id (such as
+    "us.anthropic.claude-sonnet-4-5-20250929-v1:0").
+
+    `region`, `aws_profile` and the key arguments pick the account (default: boto3's
+    usual places); `base_url` points it elsewhere (a VPC endpoint, a proxy, a test
+    server); `client` takes a ready `bedrock-runtime` client. `cache=False` leaves out
+    the prompt-cache points (placed after the system prompt, the tools and the latest
+    turn, for the models that take them).
+    """
+
+    key_hint = (
+        "the AWS credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+        "AWS_BEARER_TOKEN_BEDROCK) and that the model is enabled in the region"
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        region: str | None = None,
+        aws_profile: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        base_url: str | None = None,
+        client: Any = None,
+        max_retries: int = _sdk.DEFAULT_MAX_RETRIES,
+        timeout_seconds: float = _sdk.DEFAULT_TIMEOUT_SECONDS,
+        cache: bool = True,
+        profile: ModelProfile | None = None,
+    ) -> None:
+        super().__init__(name, PROVIDER, profile, max_retries)
+        self._boto3 = _sdk.require("boto3", "bedrock")
+        self._given = client
+        self._options = {
+            "region_name": region,
+            "profile_name": aws_profile,
+            "aws_access_key_id": aws_access_key_id,
+            "aws_secret_access_key": aws_secret_access_key,
+            "aws_session_token": aws_session_token,
+        }
+        self._base_url = base_url.rstrip("/") if base_url else None
+        self._timeout = timeout_seconds
+        self._cache = cache
+        self._client: Any = client
+        self._lock = threading.Lock()
+
+    @property
+    def family(self) -> str | None:
+        """Who made the model ("anthropic", "amazon", "meta", ...), from its id: the
+        harness profile that fits it is that maker's."""
+        match = re.match(r"(?:[a-z]{2,6}\.)?([a-z0-9-]+)\.", self._name)
+        return match.group(1) if match else None
+
+    def _endpoint(self) -> str:
+        if self._base_url:
+            return self._base_url
+        if self._client is not None:
+            return str(self._client.meta.endpoint_url)
+        region = self._options["region_name"] or os.environ.get("AWS_REGION")
+        region = region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+    def _where(self) -> str:
+        model = urllib.parse.quote(self._name, safe="")
+        return f"{self._endpoint()}/model/{model}/converse-stream"
+
+    @property
+    def server_url(self) -> str:
+        """The URL requests go to."""
+        return self._where()
+
+    def _bedrock(self) -> Any:
+        """The boto3 client, made once (it is safe to share between threads)."""
+        with self._lock:
+            if self._client is None:
+                if _sdk.blocked_reason is not None and not _sdk.on_this_machine(self._base_url):
+                    raise ProviderBlockedError(_sdk.blocked_reason)
+                boto3 = self._boto3()
+                config = boto3.session.Config(
+                    read_timeout=self._timeout,
+                    connect_timeout=min(self._timeout, 60.0),
+                    retries={"total_max_attempts": 1, "mode": "standard"},  # tether retries
+                )
+                options = {k: v for k, v in self._options.items() if v is not None}
+                profile = options.pop("profile_name", None)
+                session = boto3.session.Session(profile_name=profile)
+                try:
+                    self._client = session.client(
+                        "bedrock-runtime", endpoint_url=self._base_url, config=config, **options
+                    )
+                except Exception as exc:  # no region, an unknown profile
+                    raise ConfigurationError(
+                        f"cannot make a Bedrock client for {self._name!r}: {exc}"
+                    ) from exc
+            return self._client
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
+        if self._client is None and self._given is None:
+            await asyncio.to_thread(self._bedrock)  # boto3's import and setup take a while
+        params = self.params(request)
+        reader = _Reader()
+        with _Feed(asyncio.get_running_loop(), self, params) as feed:
+            while (event := await feed.next()) is not _END:
+                delta = reader.read(event)
+                if delta is not None:
+                    yield delta
+            reader.request_id = feed.request_id
+        yield reader.response(self._name)
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `converse_stream` for `request`."""
+        settings = request.settings
+        cache = self._cache and self.profile.supports_caching
+        params: dict[str, Any] = {
+            "modelId": self._name,
+            "messages": _messages(request.messages, cache=cache),
+        }
+        if request.system_prompt:
+            params["system"] = [{"text": request.system_prompt}, *([_CACHE_POINT] * cache)]
+        if request.tools:
+            tools: list[dict[str, Any]] = [
+                {
+                    "toolSpec": {
+                        "name": t.name,
+                        "description": t.description or t.name,
+                        "inputSchema": {"json": dict(t.parameters)},
+                    }
+                }
+                for t in request.tools
+            ]
+            params["toolConfig"] = {"tools": [*tools, *([_CACHE_POINT] * cache)]}
+            if request.force_output and request.output_tool is not None:
+                params["toolConfig"]["toolChoice"] = {"tool": {"name": request.output_tool}}
+        inference: dict[str, Any] = {}
+        if settings.max_tokens or self.profile.max_output_tokens:
+            inference["maxTokens"] = settings.max_tokens or self.profile.max_output_tokens
+        if settings.temperature is not None:
+            inference["temperature"] = settings.temperature
+        if inference:
+            params["inferenceConfig"] = inference
+        if settings.extra:  # the model's own fields, such as Claude's "thinking"
+            params["additionalModelRequestFields"] = dict(settings.extra)
+        return params
+
+
+class _Feed:
+    """One request's stream, read by a thread of its own and handed to the event loop;
+    leaving the block closes the stream, which ends the thread's read."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, model: BedrockModel, params: Any) -> None:
+        self._loop = loop
+        self._model = model
+        self._params = params
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._stream: Any = None
+        self._closed = threading.Event()
+        self.request_id: str | None = None
+
+    def __enter__(self) -> _Feed:
+        threading.Thread(target=self._read, name="tether-bedrock", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._closed.set()
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    async def next(self) -> Any:
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def _put(self, item: Any) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def _read(self) -> None:
+        try:
+            response = self._model._bedrock().converse_stream(**self._params)
+            meta = response.get("ResponseMetadata") or {}
+            self.request_id = meta.get("RequestId")
+            self._stream = response["stream"]
+            _check_event_stream(self._stream, meta, self.request_id)
+            if self._closed.is_set():
+                self._stream.close()
+                return
+            for event in self._stream:
+                if self._closed.is_set():
+                    return
+                self._put(event)
+            self._put(_END)
+        except Exception as exc:
+            if not self._closed.is_set():
+                self._put(_translated(exc, self._model._where()))
+
+
+def _check_event_stream(stream: Any, meta: Any, request_id: str | None) -> None:
+    """A `ModelError` unless the reply is an event stream: a proxy's HTML page where the
+    stream should be is named for what it is, not read as broken frames."""
+    kind = str((meta.get("HTTPHeaders") or {}).get("content-type", ""))
+    if not kind or "eventstream" in kind or "event-stream" in kind:
+        return
+    start = stream._raw_stream.read(300)
+    shown = start.decode("utf-8", errors="replace")
+    raise ModelError(
+        f"{PROVIDER} answered HTTP {meta.get('HTTPStatusCode')} with {kind}, not an event "
+        f"stream (a proxy or the wrong base URL?); it began: {shown!r}",
+        request_id=request_id,
+    )
+
+
+def _translated(exc: Exception, url: str) -> Exception:
+    """A boto3 exception as tether's retry code reads it."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:  # ClientError, EventStreamError
+        error = response.get("Error") or {}
+        meta = response.get("ResponseMetadata") or {}
+        code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+        # An error event inside the stream has no status of its own: it came in a 200.
+        status = 200 if "EventStreamError" in names else int(meta.get("HTTPStatusCode") or 500)
+        translated: Exception = _APIStatus(status, code, message, url, meta)
+    elif names & {"ReadTimeoutError", "ConnectTimeoutError"}:
+        translated = _Slow(str(exc))
+    elif names & {"NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"}:
+        return ModelError(f"{PROVIDER} has no credentials to sign with: {exc}")
+    elif names & {"HTTPClientError", "ConnectionError", "ResponseStreamingError", "ProtocolError"}:
+        # botocore's, or urllib3's own while the stream is read
+        translated = _Broken(str(exc))
+    else:
+        return exc
+    translated.__cause__ = exc
+    return translated
+
+
+@dataclass
+class _Block:
+    kind: str = "text"
+    text: list[str] = field(default_factory=list)
+    signature: str = ""
+    redacted: bytes = b""
+    call_id: str = ""
+    name: str = ""
+
+
+@dataclass
+class _Reader:
+    """Turns the Converse stream's events into deltas, and its blocks into a response."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    stop_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+
+    def read(self, event: dict[str, Any]) -> StreamDelta | None:
+        if "contentBlockStart" in event:
+            start = event["contentBlockStart"]
+            call = (start.get("start") or {}).get("toolUse")
+            if call is not None:
+                index = start.get("contentBlockIndex", 0)
+                block = _Block("tool_use", call_id=call.get("toolUseId", ""))
+                block.name = call.get("name", "")
+                self.blocks[index] = block
+        elif "contentBlockDelta" in event:
+            found = event["contentBlockDelta"]
+            return self._delta(found.get("contentBlockIndex", 0), found.get("delta") or {})
+        elif "messageStop" in event:
+            self.stop_reason = event["messageStop"].get("stopReason") or "end_turn"
+        elif "metadata" in event:
+            self.usage.update(event["metadata"].get("usage") or {})
+        return None
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> StreamDelta | None:
+        if "toolUse" in delta:
+            block = self.blocks.setdefault(index, _Block("tool_use"))
+            piece = str(delta["toolUse"].get("input", ""))
+            block.text.append(piece)
+            return StreamDelta("tool_call", piece, block.call_id or None)
+        if "reasoningContent" in delta:
+            block = self.blocks.setdefault(index, _Block("thinking"))
+            reasoning = delta["reasoningContent"]
+            block.signature += reasoning.get("signature", "")
+            block.redacted += reasoning.get("redactedContent", b"")
+            if reasoning.get("text"):
+                block.text.append(reasoning["text"])
+                return StreamDelta("thinking", reasoning["text"])
+            return None
+        if "text" in delta:
+            block = self.blocks.setdefault(index, _Block("text"))
+            block.text.append(delta["text"])
+            return StreamDelta("text", delta["text"])
+        return None
+
+    def response(self, name: str) -> ModelResponse:
+        if self.stop_reason is None:
+            raise ModelError(f"the {PROVIDER} stream ended before the reply was complete")
+        parts: list[AssistantPart] = []
+        for block in (self.blocks[i] for i in sorted(self.blocks)):
+            text = "".join(block.text)
+            if block.kind == "tool_use":
+                parts.append(ToolCall(block.name, _arguments(text), block.call_id))
+            elif block.kind == "thinking" and block.redacted:
+                signature = block.redacted.hex()
+                parts.append(ThinkingPart("", signature, PROVIDER, redacted=True))
+            elif block.kind == "thinking":
+                parts.append(ThinkingPart(text, block.signature or None, PROVIDER))
+            elif text:
+                parts.append(TextPart(text))
+        cache_read = _sdk.usage_int(self.usage.get("cacheReadInputTokens"))
+        cache_write = _sdk.usage_int(self.usage.get("cacheWriteInputTokens"))
+        usage = Usage(
+            input_tokens=_sdk.usage_int(self.usage.get("inputTokens")) + cache_read + cache_write,
+            output_tokens=_sdk.usage_int(self.usage.get("outputTokens")),
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            requests=1,
+        )
+        message = AssistantMessage(tuple(parts), name, usage)
+        finish = _FINISH.get(self.stop_reason, self.stop_reason)
+        return ModelResponse(message, finish, self.request_id)
+
+
+def _arguments(streamed: str) -> dict[str, Any] | str:
+    """A call's arguments: an object, or the raw text when it is not one (the loop turns
+    that into an error the model reads, never a guess)."""
+    if not streamed.strip():
+        return {}
+    try:
+        value = json.loads(streamed)
+    except ValueError:
+        return streamed
+    return value if isinstance(value, dict) else streamed
+
+
+def _messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any]]:
+    """Converse messages: tool results go in user turns; turns of one role are merged."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            role, blocks = "assistant", _assistant_blocks(message)
+        elif isinstance(message, ToolResultMessage):
+            role = "user"
+            blocks = [
+                {
+                    "toolResult": {
+                        "toolUseId": r.call_id,
+                        "content": _content(r.content) or [{"text": "(empty)"}],
+                        "status": "error" if r.is_error else "success",
+                    }
+                }
+                for r in message.results
+            ]
+        else:
+            role, blocks = "user", _content(message.content)
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    for entry in out:
+        if not entry["content"]:
+            entry["content"] = [{"text": "(empty)"}]
+    if cache and out:
+        out[-1]["content"].append(_CACHE_POINT)
+    return out
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"text": part.text})
+        elif isinstance(part, ThinkingPart):
+            if part.provider != PROVIDER or part.signature is None:
+                continue  # verified by its signature: another provider's cannot pass
+            if part.redacted:
+                blocks.append(
+                    {"reasoningContent": {"redactedContent": bytes.fromhex(part.signature)}}
+                )
+            else:
+                text = {"text": part.text, "signature": part.signature}
+                blocks.append({"reasoningContent": {"reasoningText": text}})
+        else:
+            args = part.args if isinstance(part.args, dict) else {}
+            blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": args}})
+    return blocks
+
+
+def _content(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for number, part in enumerate(parts, 1):
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"text": part.text})
+        else:
+            blocks.append(_binary(part, number))
+    return blocks
+
+
+def _binary(part: BinaryPart, number: int) -> dict[str, Any]:
+    if part.media_type in _IMAGES:
+        return {"image": {"format": _IMAGES[part.media_type], "source": {"bytes": part.data}}}
+    kind = _DOCUMENTS.get(part.media_type)
+    if kind is not None:  # a document needs a name of letters, digits and spaces
+        document = {"format": kind, "name": f"document {number}", "source": {"bytes": part.data}}
+        return {"document": document}
+    return {"text": _sdk.omitted(part, "this Bedrock model")}
