@@ -63,6 +63,12 @@ _GPT5 = ModelProfile(
     supports_thinking=True,
 )
 _GPT4 = replace(_GPT5, max_output_tokens=16_384, supports_thinking=False)
+_GEMINI = ModelProfile(
+    supports_images=True,
+    supports_documents=True,
+    supports_structured_output=True,
+    supports_thinking=True,
+)
 
 # (provider, model name prefix) -> profile; the longest matching prefix wins.
 _FAMILIES: dict[tuple[str, str], ModelProfile] = {
@@ -95,13 +101,9 @@ _FAMILIES: dict[tuple[str, str], ModelProfile] = {
         supports_documents=True,
         supports_caching=True,
     ),
-    ("google", "gemini-"): ModelProfile(
-        max_output_tokens=65_536,
-        supports_images=True,
-        supports_documents=True,
-        supports_structured_output=True,
-        supports_thinking=True,
-    ),
+    ("google", "gemini-"): _GEMINI,  # no output limit sent: older ones allow 8,192
+    ("google", "gemini-2.5-"): replace(_GEMINI, max_output_tokens=65_536),
+    ("google", "gemini-3"): replace(_GEMINI, max_output_tokens=65_536),
 }
 _BEDROCK_REGION = re.compile(r"^(?:us|eu|apac|global|us-gov|jp|au|ca)\.(?=[a-z0-9-]+\.)")
 
