@@ -83,6 +83,15 @@ WIRES = [
         f"/openai/deployments/gpt-52-prod/chat/completions?api-version={AZURE_API_VERSION}",
     ),
     Wire(
+        "azure-responses",
+        lambda url, **kw: azure_model(
+            "gpt-52-prod", endpoint=url, api_key="k", api="responses", **kw
+        ),
+        lambda text: responses_stream([message_item(text)]).content,
+        lambda cid, name, args: responses_stream([call_item(cid, name, args)]).content,
+        "/openai/v1/responses",
+    ),
+    Wire(
         "google",
         lambda url, **kw: GoogleModel("gemini-2.5-flash", api_key="k", base_url=url, **kw),
         gemini_stream,
@@ -242,7 +251,7 @@ async def test_a_refused_key_is_not_retried(wire: Wire, tmp_path: Path) -> None:
     assert caught.status_code == 401
     assert not caught.transient  # nor handed to a fallback model
     assert len(requests) == 1
-    if wire.name == "azure":
+    if wire.name.startswith("azure"):
         assert "AZURE_OPENAI_API_KEY" in str(caught)  # the variable to check
 
 

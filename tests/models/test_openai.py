@@ -700,3 +700,15 @@ def test_azure_deployments_are_named_by_the_model_string(monkeypatch: pytest.Mon
         "https://acme.openai.azure.com/openai/deployments/gpt-52-prod/chat/completions"
         f"?api-version={AZURE_API_VERSION}"
     )
+
+
+def test_azure_responses_go_to_its_v1_api_without_a_version() -> None:
+    from tether.models.openai import azure_model
+
+    model = azure_model(
+        "gpt-52-prod", endpoint="https://acme.openai.azure.com/", api_key="k", api="responses"
+    )
+    assert (model.api, model.provider) == ("responses", "azure")
+    assert model.server_url == "https://acme.openai.azure.com/openai/v1/responses"
+    with pytest.raises(ConfigurationError, match="takes no api_version"):
+        azure_model("d", endpoint="https://a", api_key="k", api="responses", api_version="x")

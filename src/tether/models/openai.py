@@ -564,13 +564,19 @@ def azure_model(
     endpoint: str | None = None,
     api_key: str | None = None,
     api_version: str | None = None,
+    api: Literal["chat", "responses"] = "chat",
     **options: Any,
 ) -> OpenAIModel:
-    """A deployment on Azure OpenAI ("azure:DEPLOYMENT"), spoken to with the `openai` SDK's
-    Azure client over Chat Completions. `endpoint` defaults to `AZURE_OPENAI_ENDPOINT`
-    (https://RESOURCE.openai.azure.com), `api_key` to `AZURE_OPENAI_API_KEY` and
-    `api_version` to `OPENAI_API_VERSION` or `AZURE_API_VERSION`. Cost is priced from the
-    model Azure reports answering, as the "azure" provider; `options` go to `OpenAIModel`.
+    """A deployment on Azure OpenAI ("azure:DEPLOYMENT"). `endpoint` defaults to
+    `AZURE_OPENAI_ENDPOINT` (https://RESOURCE.openai.azure.com) and `api_key` to
+    `AZURE_OPENAI_API_KEY`.
+
+    Over Chat Completions (the default) it speaks with the `openai` SDK's Azure client,
+    the deployment in the path and `api_version` (default `OPENAI_API_VERSION` or
+    `AZURE_API_VERSION`) in the query. `api="responses"` uses the Responses API on
+    Azure's v1 API (`/openai/v1`, no version), where the deployment is the model. Cost is
+    priced from the model Azure reports answering, as the "azure" provider; `options` go
+    to `OpenAIModel`.
     """
     endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
     if not endpoint:
@@ -579,6 +585,21 @@ def azure_model(
             "(https://RESOURCE.openai.azure.com) or pass endpoint="
         )
     key = _sdk.env_key(api_key, "AZURE_OPENAI_API_KEY", provider="azure")
+    if api == "responses":
+        if api_version is not None:
+            raise ConfigurationError(
+                "Azure's Responses API is its v1 API, which takes no api_version"
+            )
+        model = OpenAIModel(
+            deployment,
+            api="responses",
+            base_url=f"{endpoint.rstrip('/')}/openai/v1",
+            api_key=key,
+            provider="azure",
+            **options,
+        )
+        model.key_hint = "AZURE_OPENAI_API_KEY (and AZURE_OPENAI_ENDPOINT)"
+        return model
     version = api_version or os.environ.get("OPENAI_API_VERSION") or AZURE_API_VERSION
     model = OpenAIModel(
         deployment,
