@@ -171,6 +171,8 @@ def test_a_run_that_failed_is_resumed_from_the_page(tmp_path: Path, browser: Any
         page.fill("#prompt", "Hello.")
         page.click("#send")
         page.wait_for_selector("#status.error")
+        page.wait_for_load_state("networkidle")  # the thread redrawn after the stream
+        assert page.is_visible("#error")
         assert "overloaded" in page.text_content("#error")
         page.click("#resume")
         page.wait_for_selector("#status.completed")

@@ -10,6 +10,7 @@ const page = {
   calls: new Map(), // tool call id -> its card
   boxes: new Map(), // subagentRunId -> the element its work goes in
   texts: new Map(), // message id -> the element its text grows in
+  failure: null, // why the last stream failed, shown again once the thread is redrawn
 };
 
 function el(tag, props = {}, ...children) {
@@ -74,15 +75,23 @@ async function stream(path, body) {
   page.following = controller;
   const options = body === undefined ? {} : { method: "POST", body: JSON.stringify(body) };
   setStatus("running");
+  page.failure = null;
   try {
     const response = await api(path, { ...options, signal: controller.signal });
     await readEvents(response, onEvent);
   } catch (error) {
-    if (error.name !== "AbortError") showError(error.message);
+    if (error.name !== "AbortError") page.failure = error.message;
   } finally {
     if (page.following === controller) page.following = null;
   }
-  if (page.following === null) await openThread(page.thread, { follow: false });
+  if (page.following === null) {
+    try {
+      await openThread(page.thread, { follow: false });
+    } catch (_) {
+      // a thread the refused request never made: nothing to redraw
+    }
+    if (page.failure) showError(page.failure); // what went wrong stays in view
+  }
   await loadThreads();
 }
 
@@ -136,6 +145,7 @@ const handlers = {
   },
   RUN_ERROR: (e) => {
     setStatus("error");
+    page.failure = e.message;
     showError(e.message);
   },
 };
