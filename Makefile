@@ -57,7 +57,7 @@ $(BENCH_STAMP): bench/requirements-deepagents.txt
 
 bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/run.py
-	$(BIN)/python bench/local_model.py 20
+	$(BIN)/python bench/local_model.py all
 	$(BIN)/python bench/durable.py 200
 	$(BIN)/python bench/mcp_servers.py 10
 	$(BIN)/python bench/subagents.py 200

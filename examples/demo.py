@@ -2,8 +2,9 @@
 
 With ANTHROPIC_API_KEY or OPENAI_API_KEY set, Claude or GPT reads the repository and
 writes NOTES.md summarizing its layout. With neither, the offline model (SmolLM2-135M on
-the CPU, from the `local` extra) does the task it can: writing one given line to
-NOTES.md. Writes to /NOTES.md need no approval (`--safe`); anything else would ask.
+the CPU, from the `local` extra) does the kind of request it can: writing a given line
+to NOTES.md, asked in plain words. Writes to /NOTES.md need no approval (`--safe`);
+anything else would ask.
 
     python examples/demo.py [folder]
 """
@@ -20,9 +21,7 @@ from tether.models import default_model
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CAPABLE_TASK = "Read this repository and write NOTES.md summarizing its layout."
-OFFLINE_TASK = (
-    'Call write_file with file_path /NOTES.md and content "Hello from tether", then finish.'
-)
+OFFLINE_TASK = 'Write "Hello from tether" to NOTES.md'  # a plain request: it can do this
 _SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.whl", "*.db", "bench")
 
 

