@@ -254,6 +254,9 @@ def test_a_request_is_read_for_its_file_names_and_texts() -> None:
     assert (empty.paths, empty.texts, empty.listing) == ((), (), False)
     # an apostrophe is not a quote
     assert _plain.read("What's in notes.txt? It's mine").texts == ()
+    # a long text is no plain request, and is not searched (the patterns backtrack)
+    long = "Save 'x' in a.txt " + "a/" * 200_000 + " " * 200_000
+    assert _plain.read(long) == _plain.Reading((), (), False)
 
 
 def test_only_actions_the_request_holds_are_offered_and_always_declining() -> None:

@@ -57,6 +57,8 @@ _LISTING = re.compile(
     re.IGNORECASE,
 )
 _ENDING = " .!?,;:"
+MAX_REQUEST_CHARS = 2_000
+"""Longer is not a plain request (and is never searched: the patterns backtrack)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def applies(tools: Sequence[str]) -> bool:
 
 
 def read(request: str) -> Reading:
-    """The choices `request` offers."""
+    """The choices `request` offers (none for one too long to be a plain request)."""
+    if len(request) > MAX_REQUEST_CHARS:
+        return Reading((), (), False)
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]
     paths = [m.group(1) for m in _PATH.finditer(request)]
     paths += [m.group(1) for m in _NAMED.finditer(request)]
