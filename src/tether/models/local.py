@@ -120,25 +120,16 @@ class LocalModel:
             async for item in self._plain(request, tools):
                 yield item
             return
-        runner = _runner(str(self.path))
-        chat = _chat_request(self, request)
         call_id = new_call_id()
         text: list[str] = []
         usage = Usage(requests=1)
         finish_reason: str | None = None
-        async for chunk in _in_thread(lambda: runner.send_chat_completion_request(chat)):
-            choice = chunk.choices[0] if chunk.choices else None
-            if choice is not None and choice.delta.content:
-                text.append(choice.delta.content)
-                yield StreamDelta("tool_call", choice.delta.content, call_id)
-            if choice is not None and choice.finish_reason:
-                finish_reason = choice.finish_reason
-            if getattr(chunk, "usage", None) is not None:
-                usage = Usage(
-                    input_tokens=chunk.usage.prompt_tokens,
-                    output_tokens=chunk.usage.completion_tokens,
-                    requests=1,
-                )
+        async for piece, counted, finished in _generated(self, _chat_request(self, request)):
+            if piece:
+                text.append(piece)
+                yield StreamDelta("tool_call", piece, call_id)
+            usage = counted or usage
+            finish_reason = finished or finish_reason
         parts = _parse("".join(text), request, call_id)
         tool_call = any(isinstance(p, ToolCall) for p in parts)
         yield ModelResponse(
@@ -153,13 +144,11 @@ class LocalModel:
         chooses one action among those the request holds, and the answer is written from
         what the tool did."""
         text, call, result, failed = _plain.task(request.messages)
-        usage = Usage(requests=1)
+        reply, usage = "", Usage(requests=1)
         if call is not None and result is not None:
             said = _plain.answer(call, result, failed)
         else:
-            reading = _plain.read(text)
-            schema = _plain.schema(reading, tools)
-            reply, usage = "", Usage(requests=1)
+            schema = _plain.schema(_plain.read(text), tools)
             if len(schema["anyOf"]) > 1:  # with no action to choose, nothing to ask
                 reply, usage = await self._choose(text, schema)
             chosen = _plain.call_of(reply, new_call_id())
@@ -176,7 +165,6 @@ class LocalModel:
         """The model's choice for the request `text`, held to `schema`."""
         import mistralrs
 
-        runner = _runner(str(self.path))
         chat = mistralrs.ChatCompletionRequest(
             messages=[
                 {"role": "system", "content": _plain.prompt()},
@@ -191,17 +179,30 @@ class LocalModel:
         )
         pieces: list[str] = []
         usage = Usage(requests=1)
-        async for chunk in _in_thread(lambda: runner.send_chat_completion_request(chat)):
-            choice = chunk.choices[0] if chunk.choices else None
-            if choice is not None and choice.delta.content:
-                pieces.append(choice.delta.content)
-            if getattr(chunk, "usage", None) is not None:
-                usage = Usage(
-                    input_tokens=chunk.usage.prompt_tokens,
-                    output_tokens=chunk.usage.completion_tokens,
-                    requests=1,
-                )
+        async for piece, counted, _ in _generated(self, chat):
+            pieces.append(piece)
+            usage = counted or usage
         return "".join(pieces), usage
+
+
+async def _generated(
+    model: LocalModel, chat: Any
+) -> AsyncIterator[tuple[str, Usage | None, str | None]]:
+    """What the model generates for `chat`, chunk by chunk: the text, the usage once it
+    is known, and why it stopped once it has."""
+    runner = _runner(str(model.path))
+    async for chunk in _in_thread(lambda: runner.send_chat_completion_request(chat)):
+        choice = chunk.choices[0] if chunk.choices else None
+        usage = None
+        if getattr(chunk, "usage", None) is not None:
+            usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+                requests=1,
+            )
+        piece = (choice.delta.content or "") if choice is not None else ""
+        finished = (choice.finish_reason or None) if choice is not None else None
+        yield piece, usage, finished
 
 
 def _shipped_weights(name: str) -> Path:
