@@ -392,3 +392,17 @@ async def _stop_reason(agent: Agent[str], thread_id: str) -> str | None:
     from tether.checkpoint.journal import read_thread
 
     return (await read_thread(agent._checkpointer(), thread_id)).stop_reason
+
+
+async def test_a_thread_that_cannot_be_read_is_a_readable_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    agent = create_agent(ScriptedModel(["one"]), checkpointer=f"sqlite:///{tmp_path}/runs.db")
+    application = app({"a": agent}, token=TOKEN)
+    async with client(application) as c:
+        await c.post("/api/agents/a", json=run_input("t", "Hi."))
+        with sqlite3.connect(tmp_path / "runs.db") as db:  # a record no tether wrote
+            db.execute('UPDATE tether_records SET body = \'{"t": "mystery"}\'')
+        answer = await c.get("/api/agents/a/threads/t")
+    assert answer.status_code == 500
+    assert "cannot be read back" in answer.json()["error"]

@@ -144,7 +144,7 @@ def app(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers={_NotFound: _not_found},
+        exception_handlers={_NotFound: _not_found, TetherError: _refused},
     )
     application.state.agents = served
     application.state.live = server.live  # a server stopping: `await ....live.close()`
@@ -245,6 +245,11 @@ class _NotFound(LookupError):
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(404, str(exc))
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    """A tether error no route turned into an answer (a database that cannot be read)."""
+    return _refusal(exc)
 
 
 class _Server:
