@@ -127,7 +127,7 @@ async def followed(
             cursor.steps = thread.steps
             yield StepFinished(("main",), thread.steps, thread.usage, thread.cost_usd)
         if status.state in _SETTLED:
-            if status.state == "failed":
+            if status.state == "failed" or status.stop_reason == "error":
                 raise RunError(f"the durable run {handle.workflow_id!r} failed: {status.error}")
             yield RunFinished(("main",), await durable._result(status))
             return

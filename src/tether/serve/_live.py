@@ -44,7 +44,6 @@ class LiveRun:
         self.translator = translator
         self.chunks: list[str] = []
         self.done = False
-        self.stopping = False
         self._wake = asyncio.Event()
         self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[None] | None = None
@@ -112,7 +111,6 @@ class LiveRun:
         self.push(self.translator.stopped())
 
     def stop(self) -> None:
-        self.stopping = True
         if self.task is not None and not self.done:
             self.task.cancel()
 
