@@ -406,3 +406,30 @@ async def test_a_thread_that_cannot_be_read_is_a_readable_error(tmp_path: Path) 
         answer = await c.get("/api/agents/a/threads/t")
     assert answer.status_code == 500
     assert "cannot be read back" in answer.json()["error"]
+
+
+async def test_a_durable_run_that_ended_in_an_error_ends_its_events_in_an_error() -> None:
+    """Read from a worker's journal: a run whose step summed up to an error is told as
+    one (the stream once ended with no end at all)."""
+    from tether.checkpoint.journal import Thread
+    from tether.durable.dbos import RunStatus
+    from tether.errors import RunError
+    from tether.serve._durable import Cursor, followed
+
+    class Handle:
+        workflow_id, thread_id = "t:1", "t"
+
+        async def astatus(self) -> RunStatus:
+            return RunStatus("t", "t:1", "finished", stop_reason="error", error="boom")
+
+    class Client:
+        async def thread(self, thread_id: str) -> Thread:
+            return Thread(thread_id)
+
+    class Durable:
+        _client = Client()
+
+    events = followed(Durable(), Handle(), Cursor())  # type: ignore[arg-type]
+    assert (await anext(events)).kind == "run_started"
+    with pytest.raises(RunError, match="boom"):
+        await anext(events)
