@@ -42,7 +42,7 @@ async def test_stream_yields_the_run_as_typed_events() -> None:
     ]
     assert all(e.path == ("main",) for e in events)
     assert events[1] == ModelDelta(("main",), "text", "Let me add.")
-    assert events[2] == ModelDelta(("main",), "tool_call", '{"a": 1, "b": 2}', "c1")
+    assert events[2] == ModelDelta(("main",), "tool_call", '{"a": 1, "b": 2}', "c1", "add")
     finished = events[5]
     assert isinstance(finished, ToolCallFinished)
     assert finished.result.text == "3"

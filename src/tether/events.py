@@ -47,13 +47,14 @@ class ModelDelta:
     """A piece of the model's reply as it streams in.
 
     `part` says what grows: the answer text, the thinking, or the JSON arguments of the
-    tool call `call_id`.
+    tool call `call_id` (to the tool `tool`, when the provider names it as it streams).
     """
 
     path: AgentPath
     part: Literal["text", "thinking", "tool_call"]
     delta: str
     call_id: str | None = None
+    tool: str | None = None
     kind: Literal["model_delta"] = "model_delta"
 
 

@@ -417,7 +417,8 @@ class _Run:
         try:
             async for item in stream:
                 if isinstance(item, StreamDelta):
-                    state.emit(ModelDelta(state.path, item.part, item.delta, item.call_id))
+                    delta = ModelDelta(state.path, item.part, item.delta, item.call_id, item.tool)
+                    state.emit(delta)
                 else:
                     response = item
         finally:

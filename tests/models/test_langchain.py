@@ -157,6 +157,19 @@ async def test_streamed_deltas_and_images() -> None:
     ]
 
 
+async def test_a_streamed_call_names_its_tool_in_every_piece() -> None:
+    chat = ScriptedChat(
+        replies=[call_reply(("c1", "get_weather", '{"city": "Oslo"}')), text_reply("Sunny.")]
+    )
+    agent = create_agent(LangChainModel(chat), tools=[get_weather])
+    pieces = [
+        (e.call_id, e.tool)
+        async for e in agent.stream("Weather?")
+        if isinstance(e, ModelDelta) and e.part == "tool_call"
+    ]
+    assert pieces == [("c1", "get_weather"), ("c1", "get_weather")]  # the name came once
+
+
 async def test_reasoning_blocks_become_thinking() -> None:
     chunk = AIMessageChunk(
         content=[

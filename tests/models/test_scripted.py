@@ -72,7 +72,7 @@ async def test_stream_yields_deltas_then_the_response() -> None:
     items = [item async for item in model.stream(request())]
     assert items[:2] == [
         StreamDelta("text", "thinking aloud"),
-        StreamDelta("tool_call", '{"q": 1}', "c1"),
+        StreamDelta("tool_call", '{"q": 1}', "c1", tool="t"),  # the tool named as it streams
     ]
     assert isinstance(items[-1], ModelResponse)
 

@@ -4,6 +4,7 @@ stopping, and the guards in front of it all."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,16 @@ async def test_a_run_streams_as_ag_ui_events_and_stops_at_an_approval(tmp_path: 
         "TEXT_MESSAGE_START",
         "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_END",
-        "STATE_SNAPSHOT",
-        "TOOL_CALL_START",
+        "TOOL_CALL_START",  # its arguments stream as the model writes them
         "TOOL_CALL_ARGS",
         "TOOL_CALL_END",
+        "STATE_SNAPSHOT",
         "RUN_FINISHED",
     ]
     assert found[0]["threadId"] == "t1"
     assert found[7]["delta"] == "Deploying."
-    assert found[10]["toolCallName"] == "deploy"
+    assert found[9]["toolCallName"] == "deploy"
+    assert json.loads(found[10]["delta"]) == {"target": "prod"}
     finished = found[-1]
     assert finished["outcome"]["type"] == "interrupt"
     [interrupt] = finished["outcome"]["interrupts"]
@@ -433,3 +435,34 @@ async def test_a_durable_run_that_ended_in_an_error_ends_its_events_in_an_error(
     assert (await anext(events)).kind == "run_started"
     with pytest.raises(RunError, match="boom"):
         await anext(events)
+
+
+def test_a_calls_arguments_stream_and_end_before_the_next_thing() -> None:
+    from tether.events import ModelDelta, StepFinished, ToolCallStarted
+    from tether.messages import Usage
+    from tether.serve._agui import Translator
+
+    sub = ("main", "task:coder#1")
+    translator = Translator("t", "r")
+    said = [
+        translator.translate(ModelDelta(sub, "text", "Writing.")),
+        translator.translate(ModelDelta(sub, "tool_call", '{"file_path": ', "w1", "write_file")),
+        translator.translate(ModelDelta(sub, "tool_call", '"/a"}', "w1", "write_file")),
+        translator.translate(ModelDelta(sub, "tool_call", '{"q": 1}', "x1")),  # no name: later
+        translator.translate(StepFinished(sub, 1, Usage(), 0.0)),
+        translator.translate(
+            ToolCallStarted(sub, ToolCall("write_file", {"file_path": "/a"}, id="w1"))
+        ),
+    ]
+    kinds = [[e.type.value for e in batch] for batch in said]
+    assert kinds == [
+        ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"],
+        ["TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS"],
+        ["TOOL_CALL_ARGS"],
+        [],
+        ["TOOL_CALL_END", "STATE_SNAPSHOT"],
+        [],  # announced already: not again
+    ]
+    assert {
+        e.subagent_run_id for batch in said for e in batch if e.type.value != "STATE_SNAPSHOT"
+    } == {"task:coder#1"}

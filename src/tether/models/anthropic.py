@@ -204,7 +204,9 @@ class _StreamReader:
             block.signature += delta.signature
         elif kind == "input_json_delta":
             block.text.append(delta.partial_json)
-            return StreamDelta("tool_call", delta.partial_json, block.call_id or None)
+            return StreamDelta(
+                "tool_call", delta.partial_json, block.call_id or None, block.name or None
+            )
         return None
 
     def response(self) -> ModelResponse:

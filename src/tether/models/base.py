@@ -94,11 +94,13 @@ class ModelResponse:
 
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
-    """A piece of a reply while it streams: answer text, thinking, or tool-call arguments."""
+    """A piece of a reply while it streams: answer text, thinking, or tool-call arguments
+    (with the call's id and, where the provider says it as it streams, its tool's name)."""
 
     part: Literal["text", "thinking", "tool_call"]
     delta: str
     call_id: str | None = None
+    tool: str | None = None
 
 
 StreamItem: TypeAlias = StreamDelta | ModelResponse

@@ -389,7 +389,7 @@ class _Reader:
             block = self.blocks.setdefault(index, _Block("tool_use"))
             piece = str(delta["toolUse"].get("input", ""))
             block.text.append(piece)
-            return StreamDelta("tool_call", piece, block.call_id or None)
+            return StreamDelta("tool_call", piece, block.call_id or None, block.name or None)
         if "reasoningContent" in delta:
             block = self.blocks.setdefault(index, _Block("thinking"))
             reasoning = delta["reasoningContent"]

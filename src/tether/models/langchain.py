@@ -124,10 +124,11 @@ class LangChainModel(_sdk.Adapter):
             kwargs["temperature"] = settings.temperature
         full: Any = None
         call_ids: dict[int, str] = {}
+        call_names: dict[int, str] = {}
         try:
             async for chunk in runnable.astream(messages, **kwargs):
                 full = chunk if full is None else full + chunk
-                for delta in _deltas(chunk, call_ids):
+                for delta in _deltas(chunk, call_ids, call_names):
                     yield delta
         except Exception as exc:
             if getattr(exc, "status_code", None) is None:
@@ -371,7 +372,7 @@ def _block(part: ContentPart) -> dict[str, Any]:
     }
 
 
-def _deltas(chunk: Any, call_ids: dict[int, str]) -> list[StreamDelta]:
+def _deltas(chunk: Any, call_ids: dict[int, str], call_names: dict[int, str]) -> list[StreamDelta]:
     deltas = []
     text = chunk.text
     if text:
@@ -381,8 +382,11 @@ def _deltas(chunk: Any, call_ids: dict[int, str]) -> list[StreamDelta]:
         index = piece.get("index") or 0
         if piece.get("id"):
             call_ids[index] = piece["id"]
+        if piece.get("name"):
+            call_names[index] = piece["name"]
         if piece.get("args"):
-            deltas.append(StreamDelta("tool_call", piece["args"], call_ids.get(index)))
+            call_id, tool = call_ids.get(index), call_names.get(index)
+            deltas.append(StreamDelta("tool_call", piece["args"], call_id, tool))
     return deltas
 
 

@@ -280,7 +280,8 @@ class _ChatReader:
             call.name += piece.function.name or ""
             if piece.function.arguments:
                 call.arguments += piece.function.arguments
-                deltas.append(StreamDelta("tool_call", piece.function.arguments, call.id or None))
+                arguments, tool = piece.function.arguments, call.name or None
+                deltas.append(StreamDelta("tool_call", arguments, call.id or None, tool))
         return deltas
 
     def response(self) -> ModelResponse:
@@ -321,6 +322,7 @@ class _ResponsesReader:
 
     model: str
     call_ids: dict[str, str] = field(default_factory=dict)
+    call_names: dict[str, str] = field(default_factory=dict)
     final: Any = None
 
     def read(self, event: Any) -> list[StreamDelta]:
@@ -335,8 +337,10 @@ class _ResponsesReader:
             return StreamDelta("thinking", event.delta)
         if kind == "response.output_item.added" and event.item.type == "function_call":
             self.call_ids[event.item.id or ""] = event.item.call_id
+            self.call_names[event.item.id or ""] = event.item.name
         elif kind == "response.function_call_arguments.delta":
-            return StreamDelta("tool_call", event.delta, self.call_ids.get(event.item_id))
+            call_id, tool = self.call_ids.get(event.item_id), self.call_names.get(event.item_id)
+            return StreamDelta("tool_call", event.delta, call_id, tool)
         elif kind in ("response.completed", "response.incomplete"):
             self.final = event.response
         elif kind == "response.failed":

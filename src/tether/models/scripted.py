@@ -239,5 +239,5 @@ def _deltas(message: AssistantMessage) -> list[StreamDelta]:
             deltas.append(StreamDelta("thinking", part.text))
         elif isinstance(part, ToolCall):
             args = part.args if isinstance(part.args, str) else json.dumps(part.args)
-            deltas.append(StreamDelta("tool_call", args, call_id=part.id))
+            deltas.append(StreamDelta("tool_call", args, call_id=part.id, tool=part.name))
     return deltas

@@ -192,6 +192,8 @@ class Translator:
         self._text: dict[tuple[str, ...], str] = {}
         self._thinking: dict[tuple[str, ...], str] = {}
         self._announced: set[tuple[tuple[str, ...], str]] = set()
+        self._streaming: dict[tuple[str, ...], list[str]] = {}
+        """By agent path: the calls whose arguments are streaming in, not ended yet."""
         self._state: dict[str, Any] = {"todos": [], "steps": 0, "usage": {}, "cost_usd": 0.0}
 
     def _id(self, kind: str) -> str:
@@ -263,8 +265,10 @@ class Translator:
     def _on_model_delta(self, event: ModelDelta) -> list[BaseEvent]:
         path, sub = event.path, subagent_id(event.path)
         out: list[BaseEvent] = []
-        if not event.delta or event.part == "tool_call":
-            return out  # a call is announced whole, when it starts or waits
+        if not event.delta:
+            return out
+        if event.part == "tool_call":
+            return self._call_delta(event)
         if event.part == "text":
             if path in self._thinking:
                 out += self._end_thinking(path)
@@ -290,6 +294,28 @@ class Translator:
         )
         return out
 
+    def _call_delta(self, event: ModelDelta) -> list[BaseEvent]:
+        """A piece of a call's arguments. A call whose tool the provider does not name as
+        it streams is announced whole instead, when it starts or waits."""
+        path, call_id = event.path, event.call_id
+        if call_id is None or event.tool is None:
+            return []
+        sub = subagent_id(path)
+        out: list[BaseEvent] = []
+        if (path, call_id) not in self._announced:
+            out += self._close(path)  # the text before it, and the call before it, are done
+            self._announced.add((path, call_id))
+            self._streaming.setdefault(path, []).append(call_id)
+            out.append(
+                ToolCallStartEvent(
+                    tool_call_id=call_id, tool_call_name=event.tool, subagent_run_id=sub
+                )
+            )
+        elif call_id not in self._streaming.get(path, ()):
+            return []
+        out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=event.delta, subagent_run_id=sub))
+        return out
+
     def _end_text(self, path: tuple[str, ...]) -> list[BaseEvent]:
         mid = self._text.pop(path)
         return [TextMessageEndEvent(message_id=mid, subagent_run_id=subagent_id(path))]
@@ -303,16 +329,20 @@ class Translator:
         ]
 
     def _close(self, path: tuple[str, ...]) -> list[BaseEvent]:
+        """End what is streaming at `path`: thinking, text, calls' arguments."""
         out: list[BaseEvent] = []
         if path in self._thinking:
             out += self._end_thinking(path)
         if path in self._text:
             out += self._end_text(path)
+        sub = subagent_id(path)
+        for call_id in self._streaming.pop(path, ()):
+            out.append(ToolCallEndEvent(tool_call_id=call_id, subagent_run_id=sub))
         return out
 
     def _close_all(self) -> list[BaseEvent]:
         out: list[BaseEvent] = []
-        for path in {*self._text, *self._thinking}:
+        for path in {*self._text, *self._thinking, *self._streaming}:
             out += self._close(path)
         return out
 
