@@ -29,6 +29,8 @@ from tether.approval import (
     SubagentPaused,
     decision_from_json,
 )
+from tether.backends.errors import BackendError
+from tether.backends.paths import clean, is_under
 from tether.errors import (
     ConfigurationError,
     CostUnknownWarning,
@@ -57,6 +59,9 @@ from tether.messages import (
     ToolResult,
     ToolResultMessage,
     UserMessage,
+    new_call_id,
+    on_the_wire,
+    own_calls,
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.output import FINAL_RESULT
@@ -411,13 +416,17 @@ class _Run:
         return response
 
     async def _stream_model(self, request: ModelRequest) -> ModelResponse:
+        """Stream the model's reply as events; every tool call in it gets tether's own id,
+        the one its streamed arguments were shown under."""
         state = self.state
         response: ModelResponse | None = None
-        stream = self.agent.model.stream(request)
+        ids = _StreamedCalls()
+        stream = self.agent.model.stream(replace(request, messages=on_the_wire(request.messages)))
         try:
             async for item in stream:
                 if isinstance(item, StreamDelta):
-                    delta = ModelDelta(state.path, item.part, item.delta, item.call_id, item.tool)
+                    call_id = ids.of(item) if item.part == "tool_call" else item.call_id
+                    delta = ModelDelta(state.path, item.part, item.delta, call_id, item.tool)
                     state.emit(delta)
                 else:
                     response = item
@@ -425,6 +434,7 @@ class _Run:
             await _close(stream)
         if response is None:
             raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
+        response = replace(response, message=own_calls(response.message, ids.in_order()))
         for capability in self.plan.after_model:
             response = await capability.after_model(state, response)
         return response
@@ -676,8 +686,10 @@ class _Run:
         """
         if not indexes:
             return
-        if self.journal is not None:
-            await self.journal.started(self.state, [calls[i].id for i in indexes])
+        order = self._in_order(calls, indexes)
+        if self.journal is not None:  # a call that waits for others is recorded as it starts
+            now = [calls[i].id for i in indexes if not order[i]]
+            await self.journal.started(self.state, now)
         if len(indexes) == 1:  # the common case needs no task of its own
             (i,) = indexes
             try:
@@ -686,7 +698,10 @@ class _Run:
                 results[i] = self._stopped(calls[i], exc)
                 raise
             return
-        tasks = {i: asyncio.ensure_future(self._run_tool(calls[i])) for i in indexes}
+        tasks: dict[int, asyncio.Future[ToolResult | None]] = {}
+        for i, earlier in order.items():
+            waits = [tasks[j] for j in earlier]
+            tasks[i] = asyncio.ensure_future(self._run_tool_after(waits, calls[i]))
         try:
             await asyncio.gather(*tasks.values())
         finally:
@@ -699,6 +714,41 @@ class _Run:
                     results[i] = self._stopped(calls[i], error)
                 else:
                     results[i] = task.result()
+
+    def _in_order(self, calls: list[ToolCall], indexes: list[int]) -> dict[int, list[int]]:
+        """For each call to run, the earlier calls it must wait for: those whose paths
+        overlap its own, unless both only read. Calls on other paths run at once."""
+        scopes: dict[int, tuple[str, bool]] = {}
+        for i in indexes:
+            tool = self.plan.tools.get(calls[i].name)
+            named = None if tool is None else tool.path_of(calls[i])
+            if tool is None or named is None:
+                continue
+            try:
+                scopes[i] = (clean(named), not tool.read_only)
+            except BackendError:  # a path the tool refuses anyway
+                continue
+        order: dict[int, list[int]] = {}
+        for position, i in enumerate(indexes):
+            scope = scopes.get(i)
+            order[i] = [
+                j
+                for j in indexes[:position]
+                if scope is not None
+                and j in scopes
+                and (scope[1] or scopes[j][1])
+                and (is_under(scope[0], scopes[j][0]) or is_under(scopes[j][0], scope[0]))
+            ]
+        return order
+
+    async def _run_tool_after(
+        self, earlier: list[asyncio.Future[ToolResult | None]], call: ToolCall
+    ) -> ToolResult | None:
+        if earlier:
+            await asyncio.wait(earlier)
+            if self.journal is not None:
+                await self.journal.started(self.state, [call.id])
+        return await self._run_tool(call)
 
     def _stopped(self, call: ToolCall, error: BaseException | None) -> ToolResult:
         """The result of a call the run abandoned: cancelled, or ended by `error`."""
@@ -770,6 +820,31 @@ class _Run:
             thread_id=state.thread_id,
             interrupts=tuple(self.interrupts),
         )
+
+
+class _StreamedCalls:
+    """tether's ids for the calls of one streaming reply, made as their arguments start
+    to stream: by the call's place in the reply where the adapter says it, else by the
+    server's id (which may be missing or repeated: then the arguments cannot be told apart)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[int | str, str] = {}
+
+    def of(self, delta: StreamDelta) -> str | None:
+        key = delta.index if delta.index is not None else delta.call_id
+        if key is None:
+            return None
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = new_call_id()
+        return found
+
+    def in_order(self) -> list[str]:
+        """The ids for the reply's calls, in the order of the calls."""
+        if all(isinstance(key, int) for key in self.ids):
+            count = max((k for k in self.ids if isinstance(k, int)), default=-1) + 1
+            return [self.ids.get(n) or new_call_id() for n in range(count)]
+        return list(self.ids.values())  # in the order their arguments began
 
 
 def _loop_deadline(budget: Budget) -> float | None:

@@ -17,7 +17,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field, TypeAdapter
@@ -37,6 +37,9 @@ __all__ = [
     "Usage",
     "UserMessage",
     "from_json",
+    "new_call_id",
+    "on_the_wire",
+    "own_calls",
     "to_json",
     "valid_unicode",
 ]
@@ -101,11 +104,18 @@ class ToolCall:
 
     `args` is the decoded JSON object, or the raw text when the model sent something
     that is not valid JSON; the loop reports the latter back to the model as an error.
+
+    `id` is tether's own: the loop gives every call the model makes a fresh one, unique
+    in the thread, and keys results, decisions, records, events and background work by
+    it. `provider_id` is the id the model's server gave the call, sent back to that
+    server in place of `id` (see `on_the_wire`); None when it gave none, or the same one
+    to two calls of one reply. Servers do not promise unique ids, so nothing else uses it.
     """
 
     name: str
     args: dict[str, Any] | str = field(default_factory=dict)
     id: str = field(default_factory=new_call_id)
+    provider_id: str | None = None
     kind: Literal["tool_call"] = "tool_call"
 
     def __post_init__(self) -> None:
@@ -218,6 +228,55 @@ class ToolResultMessage:
 Message: TypeAlias = Annotated[
     UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="kind")
 ]
+
+
+def own_calls(message: AssistantMessage, ids: Sequence[str] = ()) -> AssistantMessage:
+    """`message` with each tool call given tether's id: the one at its position in
+    `ids`, else a new one. The server's id is kept as `provider_id` when it is usable on
+    the wire: not empty, and not given to another call of the same reply."""
+    calls = message.tool_calls
+    if not calls:
+        return message
+    given = [c.id for c in calls]
+    own = iter([*ids[: len(calls)], *(new_call_id() for _ in calls[len(ids) :])])
+
+    def owned(part: AssistantPart) -> AssistantPart:
+        if not isinstance(part, ToolCall):
+            return part
+        usable = part.id if part.id and given.count(part.id) == 1 else None
+        return ToolCall(part.name, part.args, next(own), usable)
+
+    return replace(message, parts=tuple(owned(p) for p in message.parts))
+
+
+def on_the_wire(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """`messages` as a model's server must see them: each tool call, and the result that
+    answers it, under the id that server gave the call (`provider_id`) where it gave one."""
+    wire: dict[str, str] = {}
+
+    def sent(part: AssistantPart) -> AssistantPart:
+        if not isinstance(part, ToolCall) or part.provider_id is None:
+            return part
+        wire[part.id] = part.provider_id
+        return replace(part, id=part.provider_id, provider_id=None)
+
+    def answered(result: ToolResult) -> ToolResult:
+        found = wire.get(result.call_id)
+        return result if found is None else replace(result, call_id=found)
+
+    out: list[Message] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            if any(c.provider_id is not None for c in message.tool_calls):
+                out.append(replace(message, parts=tuple(sent(p) for p in message.parts)))
+                continue
+        elif isinstance(message, ToolResultMessage) and any(
+            r.call_id in wire for r in message.results
+        ):
+            out.append(ToolResultMessage(tuple(answered(r) for r in message.results)))
+            continue
+        out.append(message)
+    return tuple(out)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

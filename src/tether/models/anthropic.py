@@ -144,6 +144,9 @@ class AnthropicModel(_sdk.HTTPAdapter):
         return params
 
 
+_CALL_BLOCKS = ("tool_use", "server_tool_use")
+
+
 @dataclass
 class _Block:
     """One content block as it streams in."""
@@ -154,6 +157,8 @@ class _Block:
     call_id: str = ""
     name: str = ""
     start_input: Any = None
+    position: int = 0
+    """A call's place among the reply's tool calls."""
 
 
 @dataclass
@@ -163,6 +168,7 @@ class _StreamReader:
     goes back to the model as an error, never as a guess."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
+    calls: int = 0
     model: str | None = None
     response_id: str | None = None
     stop_reason: str | None = None
@@ -183,7 +189,9 @@ class _StreamReader:
                 getattr(block, "id", None) or "",
                 getattr(block, "name", None) or "",
                 getattr(block, "input", None),
+                self.calls,
             )
+            self.calls += block.type in _CALL_BLOCKS
         elif kind == "content_block_delta":
             return self._delta(event.index, event.delta)
         elif kind == "message_delta":
@@ -205,7 +213,11 @@ class _StreamReader:
         elif kind == "input_json_delta":
             block.text.append(delta.partial_json)
             return StreamDelta(
-                "tool_call", delta.partial_json, block.call_id or None, block.name or None
+                "tool_call",
+                delta.partial_json,
+                block.call_id or None,
+                block.name or None,
+                block.position,
             )
         return None
 
@@ -221,7 +233,7 @@ class _StreamReader:
                 parts.append(ThinkingPart(text, block.signature, PROVIDER))
             elif block.kind == "redacted_thinking":
                 parts.append(ThinkingPart("", block.signature, PROVIDER, redacted=True))
-            elif block.kind in ("tool_use", "server_tool_use"):
+            elif block.kind in _CALL_BLOCKS:
                 parts.append(ToolCall(block.name, self._arguments(block, text), block.call_id))
         cache_read = _sdk.usage_int(self.usage.get("cache_read_input_tokens"))
         cache_write = _sdk.usage_int(self.usage.get("cache_creation_input_tokens"))

@@ -95,12 +95,17 @@ class ModelResponse:
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
     """A piece of a reply while it streams: answer text, thinking, or tool-call arguments
-    (with the call's id and, where the provider says it as it streams, its tool's name)."""
+    (with the call's id and, where the provider says it as it streams, its tool's name).
+
+    `index` says which call the arguments belong to: its position among the reply's
+    tool calls (0 for the first). Adapters give it because servers do not promise
+    distinct call ids; the loop then puts tether's own id on the event."""
 
     part: Literal["text", "thinking", "tool_call"]
     delta: str
     call_id: str | None = None
     tool: str | None = None
+    index: int | None = None
 
 
 StreamItem: TypeAlias = StreamDelta | ModelResponse

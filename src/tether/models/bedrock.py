@@ -355,6 +355,8 @@ class _Block:
     redacted: bytes = b""
     call_id: str = ""
     name: str = ""
+    position: int = 0
+    """A call's place among the reply's tool calls."""
 
 
 @dataclass
@@ -362,6 +364,7 @@ class _Reader:
     """Turns the Converse stream's events into deltas, and its blocks into a response."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
+    calls: int = 0
     stop_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     request_id: str | None = None
@@ -373,8 +376,9 @@ class _Reader:
             if call is not None:
                 index = start.get("contentBlockIndex", 0)
                 block = _Block("tool_use", call_id=call.get("toolUseId", ""))
-                block.name = call.get("name", "")
+                block.name, block.position = call.get("name", ""), self.calls
                 self.blocks[index] = block
+                self.calls += 1
         elif "contentBlockDelta" in event:
             found = event["contentBlockDelta"]
             return self._delta(found.get("contentBlockIndex", 0), found.get("delta") or {})
@@ -384,12 +388,19 @@ class _Reader:
             self.usage.update(event["metadata"].get("usage") or {})
         return None
 
+    def _new_call(self, index: int) -> _Block:
+        """A call whose start was not seen."""
+        block = self.blocks[index] = _Block("tool_use", position=self.calls)
+        self.calls += 1
+        return block
+
     def _delta(self, index: int, delta: dict[str, Any]) -> StreamDelta | None:
         if "toolUse" in delta:
-            block = self.blocks.setdefault(index, _Block("tool_use"))
+            block = self.blocks.get(index) or self._new_call(index)
             piece = str(delta["toolUse"].get("input", ""))
             block.text.append(piece)
-            return StreamDelta("tool_call", piece, block.call_id or None, block.name or None)
+            name = block.name or None
+            return StreamDelta("tool_call", piece, block.call_id or None, name, block.position)
         if "reasoningContent" in delta:
             block = self.blocks.setdefault(index, _Block("thinking"))
             reasoning = delta["reasoningContent"]

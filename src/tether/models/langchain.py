@@ -125,10 +125,11 @@ class LangChainModel(_sdk.Adapter):
         full: Any = None
         call_ids: dict[int, str] = {}
         call_names: dict[int, str] = {}
+        positions: dict[int, int] = {}
         try:
             async for chunk in runnable.astream(messages, **kwargs):
                 full = chunk if full is None else full + chunk
-                for delta in _deltas(chunk, call_ids, call_names):
+                for delta in _deltas(chunk, call_ids, call_names, positions):
                     yield delta
         except Exception as exc:
             if getattr(exc, "status_code", None) is None:
@@ -372,7 +373,11 @@ def _block(part: ContentPart) -> dict[str, Any]:
     }
 
 
-def _deltas(chunk: Any, call_ids: dict[int, str], call_names: dict[int, str]) -> list[StreamDelta]:
+def _deltas(
+    chunk: Any, call_ids: dict[int, str], call_names: dict[int, str], positions: dict[int, int]
+) -> list[StreamDelta]:
+    """A chunk's deltas; the dicts, by LangChain's chunk index, carry what earlier chunks
+    said of each call (its id, its tool, its place among the reply's calls)."""
     deltas = []
     text = chunk.text
     if text:
@@ -380,13 +385,14 @@ def _deltas(chunk: Any, call_ids: dict[int, str], call_names: dict[int, str]) ->
     # A model that does not stream hands back one whole AIMessage, with no chunks.
     for piece in getattr(chunk, "tool_call_chunks", None) or ():
         index = piece.get("index") or 0
+        position = positions.setdefault(index, len(positions))
         if piece.get("id"):
             call_ids[index] = piece["id"]
         if piece.get("name"):
             call_names[index] = piece["name"]
         if piece.get("args"):
             call_id, tool = call_ids.get(index), call_names.get(index)
-            deltas.append(StreamDelta("tool_call", piece["args"], call_id, tool))
+            deltas.append(StreamDelta("tool_call", piece["args"], call_id, tool, position))
     return deltas
 
 

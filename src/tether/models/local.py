@@ -127,7 +127,7 @@ class LocalModel:
         async for piece, counted, finished in _generated(self, _chat_request(self, request)):
             if piece:
                 text.append(piece)
-                yield StreamDelta("tool_call", piece, call_id)
+                yield StreamDelta("tool_call", piece, call_id, index=0)
             usage = counted or usage
             finish_reason = finished or finish_reason
         parts = _parse("".join(text), request, call_id)

@@ -238,6 +238,7 @@ class _ChatCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+    position: int = 0
 
 
 @dataclass
@@ -273,7 +274,9 @@ class _ChatReader:
             self.text.append(delta.content)
             deltas.append(StreamDelta("text", delta.content))
         for piece in delta.tool_calls or ():
-            call = self.calls.setdefault(piece.index, _ChatCall())
+            call = self.calls.get(piece.index)
+            if call is None:  # calls keep the order they began in
+                call = self.calls[piece.index] = _ChatCall(position=len(self.calls))
             call.id = piece.id or call.id
             if piece.function is None:
                 continue
@@ -281,7 +284,9 @@ class _ChatReader:
             if piece.function.arguments:
                 call.arguments += piece.function.arguments
                 arguments, tool = piece.function.arguments, call.name or None
-                deltas.append(StreamDelta("tool_call", arguments, call.id or None, tool))
+                deltas.append(
+                    StreamDelta("tool_call", arguments, call.id or None, tool, call.position)
+                )
         return deltas
 
     def response(self) -> ModelResponse:
@@ -292,7 +297,7 @@ class _ChatReader:
             parts.append(ThinkingPart("".join(self.thinking)))
         if self.text:
             parts.append(TextPart("".join(self.text)))
-        calls = [self.calls[i] for i in sorted(self.calls)]
+        calls = list(self.calls.values())
         for n, call in enumerate(calls):
             cut = self.finish == "length" and n == len(calls) - 1
             args = call.arguments if cut else _decode(call.arguments)
@@ -323,6 +328,7 @@ class _ResponsesReader:
     model: str
     call_ids: dict[str, str] = field(default_factory=dict)
     call_names: dict[str, str] = field(default_factory=dict)
+    call_positions: dict[str, int] = field(default_factory=dict)
     final: Any = None
 
     def read(self, event: Any) -> list[StreamDelta]:
@@ -336,11 +342,15 @@ class _ResponsesReader:
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return StreamDelta("thinking", event.delta)
         if kind == "response.output_item.added" and event.item.type == "function_call":
-            self.call_ids[event.item.id or ""] = event.item.call_id
-            self.call_names[event.item.id or ""] = event.item.name
+            item = event.item.id or ""
+            self.call_ids[item] = event.item.call_id
+            self.call_names[item] = event.item.name
+            self.call_positions.setdefault(item, len(self.call_positions))
         elif kind == "response.function_call_arguments.delta":
-            call_id, tool = self.call_ids.get(event.item_id), self.call_names.get(event.item_id)
-            return StreamDelta("tool_call", event.delta, call_id, tool)
+            item = event.item_id
+            call_id, tool = self.call_ids.get(item), self.call_names.get(item)
+            position = self.call_positions.get(item)
+            return StreamDelta("tool_call", event.delta, call_id, tool, position)
         elif kind in ("response.completed", "response.incomplete"):
             self.final = event.response
         elif kind == "response.failed":

@@ -232,6 +232,7 @@ def _finish_reason(message: AssistantMessage) -> str:
 
 def _deltas(message: AssistantMessage) -> list[StreamDelta]:
     deltas: list[StreamDelta] = []
+    calls = 0
     for part in message.parts:
         if isinstance(part, TextPart) and part.text:
             deltas.append(StreamDelta("text", part.text))
@@ -239,5 +240,6 @@ def _deltas(message: AssistantMessage) -> list[StreamDelta]:
             deltas.append(StreamDelta("thinking", part.text))
         elif isinstance(part, ToolCall):
             args = part.args if isinstance(part.args, str) else json.dumps(part.args)
-            deltas.append(StreamDelta("tool_call", args, call_id=part.id, tool=part.name))
+            deltas.append(StreamDelta("tool_call", args, part.id, part.name, calls))
+            calls += 1
     return deltas
