@@ -8,17 +8,38 @@ itself as long as the results are the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "Admits", "Backend", "FileInfo", "GrepHit", "Operation"]
+from tether.backends.errors import BackendError
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "Admits",
+    "Backend",
+    "Change",
+    "FileInfo",
+    "GrepHit",
+    "Operation",
+    "changed",
+    "create",
+    "update",
+]
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
 
 Operation: TypeAlias = Literal["read", "write"]
 Admits: TypeAlias = Callable[[Operation, str], bool]
 """`admits(operation, path)`: whether a guard allows the operation on that clean path."""
+
+Change: TypeAlias = Callable[[bytes | None], bytes]
+"""`change(current)`: a file's new content made from its current one (None when there
+is no file yet). It may raise `BackendError` to leave the file as it is, and may run on
+a worker thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +100,67 @@ class Backend(Protocol):
     def bind(self, state: Any) -> Backend:
         """The backend one run uses: itself, or a view on that run's state."""
         ...
+
+
+async def update(backend: Backend, path: str, change: Change) -> bytes:
+    """Make file `path` `change(current)` as one step, and return what was written.
+
+    No other update or write of `path` comes between reading the file and writing it:
+    every backend of tether's own makes sure of that (across processes too, for files on
+    disk and in a database store) through its `update` method. A backend without one,
+    such as a user's own, is kept to that within this process only.
+    """
+    own = getattr(backend, "update", None)
+    if own is not None:
+        data: bytes = await own(path, change)
+        return data
+    async with _one_at_a_time((id(backend), path)):
+        current = None
+        if await backend.stat(path) is not None:
+            current = await backend.read(path)
+        data = await changed(change, current)
+        await backend.write(path, data)
+        return data
+
+
+_BIG = 256 * 1024
+
+
+async def changed(change: Change, current: bytes | None) -> bytes:
+    """`change(current)`, on a worker thread when the file is big enough for it to hold
+    up the event loop (an edit searches and copies the whole file)."""
+    if current is not None and len(current) > _BIG:
+        return await asyncio.to_thread(change, current)
+    return change(current)
+
+
+async def create(backend: Backend, path: str, data: bytes) -> None:
+    """Make the new file `path`, failing with `BackendError` if anything is there already
+    (also when it appeared a moment ago)."""
+
+    def fresh(current: bytes | None) -> bytes:
+        if current is not None:
+            raise BackendError(f"{path} already exists.")
+        return data
+
+    await update(backend, path, fresh)
+
+
+_WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@asynccontextmanager
+async def _one_at_a_time(key: Any) -> AsyncIterator[None]:
+    """Hold the lock of `key` on this event loop, in the order the holders asked."""
+    locks = _WAITING.setdefault(asyncio.get_running_loop(), {})
+    entry = locks.setdefault(key, [asyncio.Lock(), 0])
+    entry[1] += 1
+    try:
+        async with entry[0]:
+            yield
+    finally:
+        entry[1] -= 1
+        if entry[1] == 0:
+            del locks[key]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tether.backends.base import Admits, Backend, FileInfo, GrepHit
+from tether.backends.base import Admits, Backend, Change, FileInfo, GrepHit, update
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
 from tether.backends.permissions import push_down
@@ -68,7 +70,9 @@ class CompositeBackend:
         backend, prefix, inner = self._route(path)
         entries: dict[str, FileInfo] = {}
         try:
-            for info in await backend.ls(inner):
+            with _named(prefix, inner):
+                listed = await backend.ls(inner)
+            for info in listed:
                 entries[_outer(prefix, info.path)] = _moved(info, prefix)
         except BackendError:
             if not self._inside(path):
@@ -79,17 +83,25 @@ class CompositeBackend:
         return sorted(entries.values(), key=lambda f: f.path)
 
     async def read(self, path: str) -> bytes:
-        backend, _, inner = self._route(path)
-        return await backend.read(inner)
+        backend, prefix, inner = self._route(path)
+        with _named(prefix, inner):
+            return await backend.read(inner)
 
     async def write(self, path: str, data: bytes) -> None:
-        backend, _, inner = self._route(path)
-        await backend.write(inner, data)
+        backend, prefix, inner = self._route(path)
+        with _named(prefix, inner):
+            await backend.write(inner, data)
+
+    async def update(self, path: str, change: Change) -> bytes:
+        backend, prefix, inner = self._route(path)
+        with _named(prefix, inner):
+            return await update(backend, inner, change)
 
     async def stat(self, path: str) -> FileInfo | None:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        info = await backend.stat(inner)
+        with _named(prefix, inner):
+            info = await backend.stat(inner)
         if info is None and self._inside(path):
             return FileInfo(path, is_dir=True)
         return None if info is None else _moved(info, prefix)
@@ -97,7 +109,8 @@ class CompositeBackend:
     async def files(self, path: str) -> list[FileInfo]:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        found = [_moved(f, prefix) for f in await backend.files(inner)]
+        with _named(prefix, inner):
+            found = [_moved(f, prefix) for f in await backend.files(inner)]
         for route in self._inside(path):
             found = [f for f in found if not is_under(f.path, route)]  # shadowed by the route
             found += [_moved(f, route) for f in await self.routes[route].files("/")]
@@ -109,10 +122,9 @@ class CompositeBackend:
         path = clean(path)
         backend, prefix, inner = self._route(path)
         options = {"literal": literal, "ignore_case": ignore_case}
-        hits = [
-            GrepHit(_outer(prefix, h.path), h.line, h.text)
-            for h in await backend.grep(pattern, inner, **options)
-        ]
+        with _named(prefix, inner):
+            found = await backend.grep(pattern, inner, **options)
+        hits = [GrepHit(_outer(prefix, h.path), h.line, h.text) for h in found]
         for route in self._inside(path):
             hits = [h for h in hits if not is_under(h.path, route)]
             hits += [
@@ -120,6 +132,19 @@ class CompositeBackend:
                 for h in await self.routes[route].grep(pattern, "/", **options)
             ]
         return sorted(hits, key=lambda h: (h.path, h.line))
+
+
+@contextlib.contextmanager
+def _named(prefix: str, inner: str) -> Iterator[None]:
+    """A routed backend's error names the path as the agent gave it, not as the route's
+    backend saw it ("/mem/a.md", not "/a.md", which would be another file)."""
+    try:
+        yield
+    except BackendError as exc:
+        if not prefix:
+            raise
+        whole = re.compile(rf"(?<![^\s'\"(]){re.escape(inner)}(?=[\s'\".,:;)]|$)")
+        raise BackendError(whole.sub(_outer(prefix, inner), str(exc))) from None
 
 
 def _outer(prefix: str, inner: str) -> str:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import errno
+import fcntl
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Admits, FileInfo, GrepHit
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Admits, Change, FileInfo, GrepHit
 from tether.backends.errors import BackendError
 from tether.backends.hostfs import Root
 from tether.backends.paths import clean, join
@@ -31,6 +33,9 @@ from tether.errors import ConfigurationError
 __all__ = ["FilesystemBackend"]
 
 _SKIPPED_DIRS = frozenset({".git"})
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL})
+LOCK_WAIT_SECONDS = 30.0
+"""How long a write waits for another writer of the same file before it fails."""
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 
 
@@ -155,30 +160,111 @@ class FilesystemBackend:
         return b"".join(chunks)
 
     async def write(self, path: str, data: bytes) -> None:
+        self._check_size(data)
+        await asyncio.to_thread(self._update, clean(path), lambda current: data, False)
+
+    async def update(self, path: str, change: Change) -> bytes:
+        """See `tether.backends.base.update`. Every write of this backend's holds an
+        exclusive `flock` on the file from reading it to renaming the new one over it,
+        so updates from other threads and other processes wait their turn; a write from
+        elsewhere (a command, an editor) can still come between."""
+        return await asyncio.to_thread(self._update, clean(path), change, True)
+
+    def _update(self, path: str, change: Change, reads: bool) -> bytes:
+        """The new content of `path`, written; `reads=False` writes without reading the
+        old one (`change` then gets None for an existing file too)."""
+        if path == "/":
+            raise BackendError("'/' is a directory; give a file path.")
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            fd, missing = self._open_to_write(path, reads)
+            try:
+                if fd is None:
+                    data = self._check_size(change(None))
+                    self._replace(path, data, new=missing)
+                    return data
+                st = self._lock(path, fd, deadline)
+                if not self.host.holds(path, st):
+                    continue  # replaced while we waited: update the file there now
+                current = self._read_open(path, fd, _Aliases(self.host)) if reads else None
+                data = self._check_size(change(current))
+                self._replace(path, data, new=False)
+                return data
+            except FileExistsError:
+                continue  # made meanwhile: update that one
+            finally:
+                if fd is not None:
+                    os.close(fd)  # and with it the lock
+
+    def _open_to_write(self, path: str, reads: bool) -> tuple[int | None, bool]:
+        """An fd of the file at `path` to lock (and read), or None; and whether no file is
+        there. A file this process may not read is replaced without a lock, when the
+        write does not read it."""
+        try:
+            return self.host.open(path, _READ_FLAGS), False
+        except FileNotFoundError:
+            return None, True
+        except PermissionError as exc:
+            if not reads:
+                return None, False
+            raise self._write_error(path, exc) from None
+        except OSError as exc:
+            raise self._write_error(path, exc) from None
+
+    def _replace(self, path: str, data: bytes, *, new: bool) -> None:
+        try:
+            if new:
+                self.host.create_new(path, data)
+            else:
+                self.host.replace(path, data)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise self._write_error(path, exc) from None
+
+    def _lock(self, path: str, fd: int, deadline: float) -> os.stat_result:
+        """Take the file's lock, waiting for it until `deadline`; what the file is."""
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BackendError(f"{path} is a directory; give a file path.")
+        if not stat.S_ISREG(st.st_mode):
+            raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return st
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise BackendError(
+                        f"{path} stayed locked by another writer for {LOCK_WAIT_SECONDS:g} s; "
+                        "try again later."
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError as exc:
+                if exc.errno in _NO_LOCKS:  # a filesystem without locks: write as before
+                    return st
+                raise
+
+    def _check_size(self, data: bytes) -> bytes:
         if len(data) > self.max_file_bytes:
             raise BackendError(
                 f"The content is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
             )
-        await asyncio.to_thread(self._write, clean(path), data)
+        return data
 
-    def _write(self, path: str, data: bytes) -> None:
-        if path == "/":
-            raise BackendError("'/' is a directory; give a file path.")
-        try:
-            self.host.replace(path, data)
-        except OSError as exc:
-            link = self._link_error(path)  # a symlink on the way, or at the name itself
-            if link is not None:
-                raise link from None
-            if isinstance(exc, IsADirectoryError):
-                raise BackendError(f"{path} is a directory; give a file path.") from None
-            if exc.errno == errno.EINVAL:
-                raise BackendError(
-                    f"{path} is not a regular file (a device, FIFO or socket)."
-                ) from None
-            if exc.errno in (errno.ENOTDIR, errno.EEXIST):
-                raise BackendError(f"A parent of {path} is a file.") from None
-            raise self._error(path, exc, "write") from None
+    def _write_error(self, path: str, exc: OSError) -> BackendError:
+        link = self._link_error(path)  # a symlink on the way, or at the name itself
+        if link is not None:
+            return link
+        if isinstance(exc, IsADirectoryError):
+            return BackendError(f"{path} is a directory; give a file path.")
+        if exc.errno == errno.EINVAL:
+            return BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+        if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+            return BackendError(f"A parent of {path} is a file.")
+        return self._error(path, exc, "write")
 
     async def stat(self, path: str) -> FileInfo | None:
         return await asyncio.to_thread(self._stat, clean(path))

@@ -258,7 +258,7 @@ class Root:
 
     def replace(self, path: str, data: bytes) -> None:
         """Make `path` a regular file holding `data`, atomically, by renaming a new file
-        over the name.
+        over the name: a crash leaves the old file or the new one, never a part of either.
 
         The name is replaced, never written through: a symlink or a hard link at `path`
         cannot carry the write elsewhere. The old file's mode and (as root) owner carry
@@ -268,7 +268,7 @@ class Root:
         parts = _parts(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         name = parts[-1]
-        temporary = f".tether-{secrets.token_hex(8)}.tmp"  # short: any name fits beside it
+        temporary = None
         try:
             old = _lstat_at(parent, name)
             if old is not None:
@@ -280,25 +280,44 @@ class Root:
                     name, os.W_OK, dir_fd=parent, effective_ids=_EFFECTIVE, follow_symlinks=False
                 ):
                     raise PermissionError(errno.EACCES, "the file is read-only", path)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
-            fd = os.open(temporary, flags, 0o644 if old is None else 0o600, dir_fd=parent)
-            try:
-                with os.fdopen(fd, "wb", closefd=False) as file:
-                    file.write(data)
-                if old is not None:
-                    os.fchmod(fd, stat.S_IMODE(old.st_mode))
-                if os.geteuid() == 0:
-                    owner = old if old is not None else os.fstat(parent)
-                    os.fchown(fd, owner.st_uid, owner.st_gid)
-            finally:
-                os.close(fd)
+            temporary = _written(parent, data, old)
             os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary, dir_fd=parent)
-            raise
+            temporary = None
         finally:
+            _discard(parent, temporary)
             os.close(parent)
+
+    def create_new(self, path: str, data: bytes) -> None:
+        """Make the new file `path` holding `data`, with its directories, atomically:
+        FileExistsError if anything is at `path`, however recently it appeared, and no
+        one ever sees the file part-written."""
+        parts = _parts(path)
+        parent = self.make_dirs("/".join(parts[:-1]))
+        temporary = None
+        try:
+            temporary = _written(parent, data, None)
+            try:  # a hard link is made only where nothing is: the one atomic "create with"
+                # follow_symlinks=False: a name swapped for a symlink is linked as the link
+                name, into = parts[-1], parent
+                os.link(temporary, name, src_dir_fd=into, dst_dir_fd=into, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                if _lstat_at(parent, parts[-1]) is not None:  # a filesystem without links
+                    raise FileExistsError(errno.EEXIST, "exists", path) from None
+                os.rename(temporary, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+                temporary = None
+        finally:
+            _discard(parent, temporary)
+            os.close(parent)
+
+    def holds(self, path: str, st: os.stat_result) -> bool:
+        """Whether the file `st` describes is still the one at `path` (not replaced)."""
+        try:
+            now = self.lstat(path)
+        except OSError:
+            return False
+        return now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
     def create(self, path: str) -> int:
         """A new file at `path` opened for writing (it must not exist yet), with its
@@ -352,6 +371,36 @@ class Root:
 
 
 _EFFECTIVE = os.access in os.supports_effective_ids
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
+
+
+def _written(directory: int, data: bytes, like: os.stat_result | None) -> str:
+    """The name of a new file in `directory` holding `data`, on disk (fsync'd), with the
+    mode and (as root) the owner of `like`, or those of a new file in the directory."""
+    name = f".tether-{secrets.token_hex(8)}.tmp"  # short: any name fits beside it
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
+    fd = os.open(name, flags, 0o644 if like is None else 0o600, dir_fd=directory)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as file:
+            file.write(data)
+        if like is not None:
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
+        if os.geteuid() == 0:
+            owner = like if like is not None else os.fstat(directory)
+            os.fchown(fd, owner.st_uid, owner.st_gid)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _discard(directory, name)
+        raise
+    os.close(fd)
+    return name
+
+
+def _discard(directory: int, name: str | None) -> None:
+    if name is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=directory)
 
 
 def _lstat_at(directory: int, name: str) -> os.stat_result | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from wcmatch import glob as wc
 
-from tether.backends.base import Admits, Backend, FileInfo, GrepHit, Operation
+from tether.backends.base import Admits, Backend, Change, FileInfo, GrepHit, Operation, update
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.errors import ConfigurationError
@@ -165,6 +165,10 @@ class PermissionedBackend:
     async def write(self, path: str, data: bytes) -> None:
         path = self.check("write", path)
         await self.backend.write(path, data)
+
+    async def update(self, path: str, change: Change) -> bytes:
+        path = self.check("write", self.check("read", path))  # `change` sees the file
+        return await update(self.backend, path, change)
 
     async def stat(self, path: str) -> FileInfo | None:
         path = self.check("read", path)

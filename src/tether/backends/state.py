@@ -6,12 +6,14 @@ import asyncio
 import time
 from typing import Any
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Change, FileInfo, GrepHit, changed
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
 from tether.backends.search import compile_pattern, grep_files
 
 __all__ = ["FileTable", "StateBackend", "TableBackend"]
+
+_TRIES = 50  # compare-and-swap attempts before giving up on a file that keeps changing
 
 FileTable = dict[str, tuple[bytes, float]]
 """Virtual path -> (content, modification time); directories are implied by the paths."""
@@ -27,8 +29,9 @@ class TableBackend:
         """Every file, by path."""
         raise NotImplementedError
 
-    async def put(self, path: str, data: bytes, modified: float) -> None:
-        """Store one file."""
+    async def swap(self, path: str, expected: bytes | None, data: bytes, modified: float) -> bool:
+        """Store one file if it still holds `expected` (None: if there is none); whether
+        it was stored."""
         raise NotImplementedError
 
     async def ls(self, path: str) -> list[FileInfo]:
@@ -66,22 +69,36 @@ class TableBackend:
         return data
 
     async def write(self, path: str, data: bytes) -> None:
+        self._check_size(data)
+        await self.update(path, lambda current: data)
+
+    async def update(self, path: str, change: Change) -> bytes:
+        """See `tether.backends.base.update`: the file is stored only if it still holds
+        what `change` was given, else `change` is asked again with what it holds now."""
         path = clean(path)
         if path == "/":
             raise BackendError("'/' is a directory; give a file path.")
+        for _ in range(_TRIES):
+            table = await self.table()
+            if any(is_under(p, path) and p != path for p in table):
+                raise BackendError(f"{path} is a directory; give a file path.")
+            parent = path.rsplit("/", 1)[0]
+            while parent:
+                if parent in table:
+                    raise BackendError(f"{parent} is a file, so {path} cannot be created under it.")
+                parent = parent.rsplit("/", 1)[0]
+            current = table[path][0] if path in table else None
+            data = await changed(change, current)
+            self._check_size(data)
+            if await self.swap(path, current, data, time.time()):
+                return data
+        raise BackendError(f"{path} kept changing while it was written; try again.")
+
+    def _check_size(self, data: bytes) -> None:
         if len(data) > self.max_file_bytes:
             raise BackendError(
                 f"The content is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
             )
-        table = await self.table()
-        if any(is_under(p, path) and p != path for p in table):
-            raise BackendError(f"{path} is a directory; give a file path.")
-        parent = path.rsplit("/", 1)[0]
-        while parent:
-            if parent in table:
-                raise BackendError(f"{parent} is a file, so {path} cannot be created under it.")
-            parent = parent.rsplit("/", 1)[0]
-        await self.put(path, data, time.time())
 
     async def stat(self, path: str) -> FileInfo | None:
         path = clean(path)
@@ -134,5 +151,9 @@ class StateBackend(TableBackend):
     async def table(self) -> FileTable:
         return self.data
 
-    async def put(self, path: str, data: bytes, modified: float) -> None:
+    async def swap(self, path: str, expected: bytes | None, data: bytes, modified: float) -> bool:
+        found = self.data.get(path)
+        if (found[0] if found else None) != expected:
+            return False
         self.data[path] = (data, modified)
+        return True

@@ -27,8 +27,12 @@ class StoreBackend(TableBackend):
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         if not isinstance(store, Store):
+            missing = [
+                m for m in ("get", "put", "swap", "delete", "items") if not hasattr(store, m)
+            ]
             raise ConfigurationError(
-                f"StoreBackend needs a tether.stores.Store, got {type(store).__name__}"
+                f"StoreBackend needs a tether.stores.Store, got {type(store).__name__} "
+                f"(it has no {', '.join(missing) or 'Store methods'})"
             )
         if not namespace:
             raise ConfigurationError("StoreBackend namespace must not be empty")
@@ -46,5 +50,5 @@ class StoreBackend(TableBackend):
         items = await self.store.items(self.namespace)
         return {key: (item.value, item.updated) for key, item in items.items()}
 
-    async def put(self, path: str, data: bytes, modified: float) -> None:
-        await self.store.put(self.namespace, path, data)
+    async def swap(self, path: str, expected: bytes | None, data: bytes, modified: float) -> bool:
+        return await self.store.swap(self.namespace, path, expected, data)

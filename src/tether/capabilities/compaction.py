@@ -21,6 +21,7 @@ message. Each compaction streams a `Compacted` event.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -29,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tether import prompts
+from tether.backends.base import create
 from tether.backends.errors import BackendError
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError
@@ -51,6 +53,7 @@ from tether.state import RunState
 __all__ = ["Compaction", "ContextCompaction"]
 
 HISTORY_DIR = "/conversation_history"
+_NAME_TRIES = 20  # numbers tried for a history file when others take them first
 BINARY_CHARS = 6_400  # an image or document counts as about 1,600 tokens
 HARD_LIMIT = 0.95  # the share of the window a request may fill after every step above
 SUMMARY_SHARE = 0.25  # a summary longer than this share of the window is not used
@@ -254,15 +257,21 @@ class ContextCompaction(Capability):
             return None
         folder = f"{HISTORY_DIR}/{state.thread_id or state.run_id}"
         try:
-            number = len(await backend.ls(folder)) + 1  # a thread's runs share the folder
+            first = len(await backend.ls(folder)) + 1  # a thread's runs share the folder
         except BackendError:
-            number = 1
-        path = f"{folder}/{number}.md"
-        try:
-            await backend.write(path, render_transcript(old).encode())
-        except BackendError:
-            return None
-        return path
+            first = 1
+        transcript = render_transcript(old).encode()
+        for number in range(first, first + _NAME_TRIES):
+            path = f"{folder}/{number}.md"
+            try:  # a new file: another agent of the thread may be saving its history too
+                await create(backend, path, transcript)
+                return path
+            except BackendError:
+                with contextlib.suppress(BackendError):
+                    if await backend.stat(path) is not None:
+                        continue  # taken meanwhile: the next number
+                return None
+        return None
 
     async def _head(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tether.backends.base import create
 from tether.backends.errors import BackendError
 from tether.capabilities.base import Capability, ToolHandler
 from tether.messages import TextPart, ToolCall, ToolResult
@@ -38,7 +39,7 @@ class LargeResultEviction(Capability):
             return result
         path = f"{EVICTION_DIR}/{call.id}"
         try:
-            await context.backend.write(path, text.encode())
+            await create(context.backend, path, text.encode())  # the call's own, new file
         except BackendError as exc:  # refused (a permission, a policy): cut it instead
             note = (
                 f"{text[:limit]}\n\n[cut: {len(text) - limit} more characters not shown; "

@@ -36,6 +36,14 @@ class Store(Protocol):
         """Create or replace the item at `key`."""
         ...
 
+    async def swap(
+        self, namespace: Namespace, key: str, expected: bytes | None, value: bytes
+    ) -> bool:
+        """Put `value` at `key` only if the item there still holds `expected` (None: only
+        if there is no item), as one step for every process sharing the store; whether
+        it was put. `StoreBackend` writes files this way, so none is lost."""
+        ...
+
     async def delete(self, namespace: Namespace, key: str) -> None:
         """Remove `key`; nothing happens when it is absent."""
         ...

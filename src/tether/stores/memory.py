@@ -21,6 +21,15 @@ class InMemoryStore:
     async def put(self, namespace: Namespace, key: str, value: bytes) -> None:
         self._data.setdefault(namespace, {})[key] = StoreItem(bytes(value), time.time())
 
+    async def swap(
+        self, namespace: Namespace, key: str, expected: bytes | None, value: bytes
+    ) -> bool:
+        found = self._data.get(namespace, {}).get(key)
+        if (found.value if found else None) != expected:
+            return False
+        await self.put(namespace, key, value)
+        return True
+
     async def delete(self, namespace: Namespace, key: str) -> None:
         self._data.get(namespace, {}).pop(key, None)
 

@@ -58,6 +58,27 @@ class PostgresStore:
 
         await self.db.run(write)
 
+    async def swap(
+        self, namespace: Namespace, key: str, expected: bytes | None, value: bytes
+    ) -> bool:
+        async def write(db: psycopg.AsyncConnection[Any]) -> bool:
+            where = (namespace_key(namespace), key)
+            if expected is None:
+                cursor = await db.execute(
+                    "INSERT INTO tether_store (namespace, key, value, updated) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, key) DO NOTHING",
+                    (*where, bytes(value), time.time()),
+                )
+            else:  # one statement: the row is locked from the comparison to the update
+                cursor = await db.execute(
+                    "UPDATE tether_store SET value = %s, updated = %s "
+                    "WHERE namespace = %s AND key = %s AND value = %s",
+                    (bytes(value), time.time(), *where, bytes(expected)),
+                )
+            return cursor.rowcount == 1
+
+        return await self.db.run(write)
+
     async def delete(self, namespace: Namespace, key: str) -> None:
         async def remove(db: psycopg.AsyncConnection[Any]) -> None:
             await db.execute(

@@ -53,6 +53,27 @@ class SqliteStore:
 
         await self.db.run(write)
 
+    async def swap(
+        self, namespace: Namespace, key: str, expected: bytes | None, value: bytes
+    ) -> bool:
+        def write(db: sqlite3.Connection) -> bool:
+            where = (namespace_key(namespace), key)
+            with transaction(db):  # a write transaction from the start: no one comes between
+                row = db.execute(
+                    "SELECT value FROM tether_store WHERE namespace = ? AND key = ?", where
+                ).fetchone()
+                if (None if row is None else bytes(row[0])) != expected:
+                    return False
+                db.execute(
+                    "INSERT INTO tether_store (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (namespace, key) DO UPDATE "
+                    "SET value = excluded.value, updated = excluded.updated",
+                    (*where, bytes(value), time.time()),
+                )
+                return True
+
+        return await self.db.run(write)
+
     async def delete(self, namespace: Namespace, key: str) -> None:
         def remove(db: sqlite3.Connection) -> None:
             with transaction(db):

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
+import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Backend, FileInfo, GrepHit
+from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Backend, FileInfo, GrepHit, update
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
@@ -115,6 +116,7 @@ async def read_file(
     if offset < 0 or limit < 1:
         raise BackendError("offset must be >= 0 and limit >= 1.")
     data = await _backend(context).read(path)
+    _seen(context)[path] = await _digest(data)
     media_type = _media_type(path)
     if media_type is not None:
         return BinaryPart(data, media_type)
@@ -163,14 +165,18 @@ async def write_file(context: ToolContext, file_path: str, content: str) -> str:
     """
     path = clean(file_path)
     backend = _backend(context)
-    existing = await backend.stat(path)
-    if existing is not None:
-        what = "a directory" if existing.is_dir else "a file that already exists"
-        raise BackendError(
-            f"{path} is {what}. To change a file, read it with read_file and use edit_file."
-        )
     data = content.encode()
-    await backend.write(path, data)
+
+    def create(current: bytes | None) -> bytes:
+        if current is not None:  # also when it was made a moment ago, by anyone
+            raise BackendError(
+                f"{path} is a file that already exists. To change a file, read it with "
+                "read_file and use edit_file."
+            )
+        return data
+
+    await update(backend, path, create)
+    _seen(context)[path] = await _digest(data)
     return f"Wrote {len(data)} bytes to {path}."
 
 
@@ -196,10 +202,40 @@ async def edit_file(
     if not old_string:
         raise BackendError("old_string is empty; to create a file use write_file.")
     backend = _backend(context)
-    try:
-        text = (await backend.read(path)).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BackendError(f"{path} is not UTF-8 text and cannot be edited.") from None
+    limit = getattr(backend, "max_file_bytes", DEFAULT_MAX_FILE_BYTES)
+    seen = _seen(context).get(path)
+    replaced = 0
+
+    def edit(current: bytes | None) -> bytes:
+        nonlocal replaced
+        if current is None:
+            raise BackendError(f"No such file: {path}")
+        if seen is not None and _digest_of(current) != seen:
+            raise BackendError(
+                f"{path} changed since this agent last read or wrote it (another agent, a "
+                "command or a person changed it). Read it again, then make the edit."
+            )
+        try:
+            text = current.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BackendError(f"{path} is not UTF-8 text and cannot be edited.") from None
+        replaced = _occurrences(text, path, old_string, replace_all)
+        growth = replaced * (len(new_string.encode()) - len(old_string.encode()))
+        if growth > 0 and len(current) + growth > limit:  # refused before it is built
+            raise BackendError(
+                f"The edit would make {path} {len(current) + growth} bytes, over the "
+                f"{limit} byte limit."
+            )
+        return text.replace(old_string, new_string).encode()
+
+    written = await update(backend, path, edit)
+    _seen(context)[path] = await _digest(written)
+    return f"Replaced {replaced} occurrence(s) in {path}."
+
+
+def _occurrences(text: str, path: str, old_string: str, replace_all: bool) -> int:
+    """How often `old_string` occurs in `text`: a readable error unless once, or (with
+    `replace_all`) at least once."""
     count = text.count(old_string)
     if count == 0:
         raise BackendError(
@@ -210,15 +246,26 @@ async def edit_file(
             f"old_string occurs {count} times in {path}. Add surrounding lines to make it "
             "unique, or set replace_all to true."
         )
-    growth = count * (len(new_string.encode()) - len(old_string.encode()))
-    limit = getattr(backend, "max_file_bytes", DEFAULT_MAX_FILE_BYTES)
-    if growth > 0 and len(text.encode()) + growth > limit:  # refused before it is built
-        raise BackendError(
-            f"The edit would make {path} {len(text.encode()) + growth} bytes, over the "
-            f"{limit} byte limit."
-        )
-    await backend.write(path, text.replace(old_string, new_string).encode())
-    return f"Replaced {count} occurrence(s) in {path}."
+    return count
+
+
+_SEEN = "files_seen"
+"""In RunState.data: a digest of each file as this run last read or wrote it, by path."""
+
+
+def _seen(context: ToolContext) -> dict[str, bytes]:
+    seen: dict[str, bytes] = context.state.data.setdefault(_SEEN, {})
+    return seen
+
+
+def _digest_of(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+async def _digest(data: bytes) -> bytes:
+    if len(data) > 256 * 1024:  # a big file: hashed off the event loop
+        return await asyncio.to_thread(_digest_of, data)
+    return _digest_of(data)
 
 
 async def glob(context: ToolContext, pattern: str, path: str = "/") -> str:
@@ -328,14 +375,17 @@ def file_tools() -> tuple[Tool, ...]:
 
     Built on first use, not at import: reading their docstrings loads docstring-parser.
     """
-    reading = tool(read_only=True, idempotent=True)
+
+    def reading(path_param: str) -> Callable[[Callable[..., Any]], Tool]:
+        return tool(read_only=True, idempotent=True, path_param=path_param)
+
     return (
-        reading(ls),
-        reading(read_file),
-        tool(write_file),
-        tool(edit_file),
-        reading(glob),
-        reading(grep),
+        reading("path")(ls),
+        reading("file_path")(read_file),
+        tool(path_param="file_path")(write_file),
+        tool(path_param="file_path")(edit_file),
+        reading("path")(glob),
+        reading("path")(grep),
     )
 
 

@@ -45,6 +45,9 @@ class Tool:
 
     Build one with `@tool`. `read_only` marks tools without side effects; `idempotent`
     marks tools that are safe to run twice; `timeout_seconds` bounds one call.
+    `path_param` names the argument that holds the file or directory a call works on:
+    the calls of one turn whose paths overlap then run one after another, in the order
+    the model gave them (read-only calls among themselves still run together).
     """
 
     name: str
@@ -56,6 +59,7 @@ class Tool:
     idempotent: bool = False
     timeout_seconds: float | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    path_param: str | None = None
     _is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,6 +69,17 @@ class Tool:
     def spec(self) -> ToolSpec:
         """The tool as sent to the model."""
         return ToolSpec(self.name, self.description, self.parameters)
+
+    def path_of(self, call: ToolCall) -> str | None:
+        """The path the call names in `path_param` (or that argument's default), as
+        given; None when the tool has no `path_param` or the call names no text there."""
+        if self.path_param is None or not isinstance(call.args, dict):
+            return None
+        value = call.args.get(self.path_param)
+        if value is None:
+            field_info = self.args_model.model_fields.get(self.path_param)
+            value = None if field_info is None else field_info.default
+        return value if isinstance(value, str) else None
 
     async def run(
         self, call: ToolCall, context: ToolContext, *, timeout_seconds: float | None = None
@@ -205,6 +220,7 @@ def tool(
     read_only: bool = False,
     idempotent: bool = False,
     timeout_seconds: float | None = None,
+    path_param: str | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -217,12 +233,14 @@ def tool(
     read_only: bool = False,
     idempotent: bool = False,
     timeout_seconds: float | None = None,
+    path_param: str | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a tool from a sync or async function with typed parameters.
 
     The docstring's first paragraph becomes the description and its argument section
     (Google, NumPy or Sphinx style) describes each parameter. A parameter typed
-    `ToolContext` receives the run's context and is hidden from the model.
+    `ToolContext` receives the run's context and is hidden from the model. See `Tool`
+    for the flags.
 
         @tool
         async def add(a: int, b: int) -> int:
@@ -238,6 +256,7 @@ def tool(
             read_only=read_only,
             idempotent=idempotent,
             timeout_seconds=timeout_seconds,
+            path_param=path_param,
         )
 
     if function is not None:
@@ -253,6 +272,7 @@ def _build_tool(
     read_only: bool,
     idempotent: bool,
     timeout_seconds: float | None,
+    path_param: str | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigurationError(f"@tool needs a function, got {type(fn).__name__}")
@@ -265,6 +285,11 @@ def _build_tool(
         raise ConfigurationError(f"timeout_seconds must be positive, got {timeout_seconds}")
     summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
     args_model, schema, context_param = _args_model(fn, tool_name, arg_docs)
+    if path_param is not None and path_param not in args_model.model_fields:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: path_param {path_param!r} is not one of its parameters "
+            f"({', '.join(args_model.model_fields) or 'none'})"
+        )
     return Tool(
         name=tool_name,
         description=description or summary or tool_name,
@@ -275,6 +300,7 @@ def _build_tool(
         idempotent=idempotent,
         timeout_seconds=timeout_seconds,
         parameters=_clean_schema(schema),
+        path_param=path_param,
     )
 
 
