@@ -55,12 +55,12 @@ from tether.limits import Budget, LoopDetector
 from tether.messages import (
     AssistantMessage,
     Message,
+    OnTheWire,
     ToolCall,
     ToolResult,
     ToolResultMessage,
     UserMessage,
     new_call_id,
-    on_the_wire,
     own_calls,
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
@@ -238,6 +238,7 @@ class _Run:
         self.force_output = False
         self.warned_unknown_cost = False
         self.loops = LoopDetector()
+        self.wire = OnTheWire()
         self.handle_tool: ToolHandler = self._invoke_tool
         for capability in reversed(self.plan.around_tool):
             self.handle_tool = functools.partial(capability.around_tool, proceed=self.handle_tool)
@@ -421,7 +422,7 @@ class _Run:
         state = self.state
         response: ModelResponse | None = None
         ids = _StreamedCalls()
-        stream = self.agent.model.stream(replace(request, messages=on_the_wire(request.messages)))
+        stream = self.agent.model.stream(replace(request, messages=self.wire(request.messages)))
         try:
             async for item in stream:
                 if isinstance(item, StreamDelta):
@@ -784,7 +785,7 @@ class _Run:
             if current is not None and traced.content:
                 current.set_attributes(tracing.tool_content(call.args, result))
         if self.journal is not None:  # recorded before the next model call: never run twice
-            await self.journal.result(result)
+            await self.journal.result(state, result)
         state.emit(ToolCallFinished(state.path, call, result))
         return result
 

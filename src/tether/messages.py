@@ -29,6 +29,7 @@ __all__ = [
     "BinaryPart",
     "ContentPart",
     "Message",
+    "OnTheWire",
     "TextPart",
     "ThinkingPart",
     "ToolCall",
@@ -38,7 +39,6 @@ __all__ = [
     "UserMessage",
     "from_json",
     "new_call_id",
-    "on_the_wire",
     "own_calls",
     "to_json",
     "valid_unicode",
@@ -249,34 +249,54 @@ def own_calls(message: AssistantMessage, ids: Sequence[str] = ()) -> AssistantMe
     return replace(message, parts=tuple(owned(p) for p in message.parts))
 
 
-def on_the_wire(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """`messages` as a model's server must see them: each tool call, and the result that
-    answers it, under the id that server gave the call (`provider_id`) where it gave one."""
-    wire: dict[str, str] = {}
+class OnTheWire:
+    """Messages as a model's server must see them: each tool call, and the result that
+    answers it, under the id that server gave the call (`provider_id`) where it gave one.
 
-    def sent(part: AssistantPart) -> AssistantPart:
-        if not isinstance(part, ToolCall) or part.provider_id is None:
-            return part
-        wire[part.id] = part.provider_id
-        return replace(part, id=part.provider_id, provider_id=None)
+    Call it with a conversation at each step: when the conversation only grew since the
+    last call, only the new messages are looked at.
+    """
 
-    def answered(result: ToolResult) -> ToolResult:
-        found = wire.get(result.call_id)
-        return result if found is None else replace(result, call_id=found)
+    def __init__(self) -> None:
+        self._ids: dict[str, str] = {}
+        self._seen: tuple[Message, ...] = ()
+        self._sent_so_far: tuple[Message, ...] = ()
 
-    out: list[Message] = []
-    for message in messages:
+    def __call__(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        messages = tuple(messages)
+        known = len(self._seen)
+        # Compared in C, by identity first: the messages of the last call are the same objects.
+        if messages[:known] == self._seen:
+            sent = self._sent_so_far + tuple(self._sent(m) for m in messages[known:])
+        else:  # rewritten (a compaction): all again
+            sent = tuple(self._sent(m) for m in messages)
+        self._seen, self._sent_so_far = messages, sent
+        return sent
+
+    def _sent(self, message: Message) -> Message:
+        ids = self._ids
         if isinstance(message, AssistantMessage):
-            if any(c.provider_id is not None for c in message.tool_calls):
-                out.append(replace(message, parts=tuple(sent(p) for p in message.parts)))
-                continue
-        elif isinstance(message, ToolResultMessage) and any(
-            r.call_id in wire for r in message.results
+            if all(c.provider_id is None for c in message.tool_calls):
+                return message
+            parts: list[AssistantPart] = []
+            for part in message.parts:
+                if isinstance(part, ToolCall) and part.provider_id is not None:
+                    ids[part.id] = part.provider_id
+                    part = ToolCall(part.name, part.args, part.provider_id)  # noqa: PLW2901
+                parts.append(part)
+            return AssistantMessage(tuple(parts), message.model_name, message.usage)
+        if isinstance(message, ToolResultMessage) and not ids.keys().isdisjoint(
+            r.call_id for r in message.results
         ):
-            out.append(ToolResultMessage(tuple(answered(r) for r in message.results)))
-            continue
-        out.append(message)
-    return tuple(out)
+            return ToolResultMessage(
+                tuple(
+                    ToolResult(ids[r.call_id], r.name, r.content, r.is_error)
+                    if r.call_id in ids
+                    else r
+                    for r in message.results
+                )
+            )
+        return message
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
