@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import random
 import time
 from typing import Any
 
@@ -13,7 +15,8 @@ from tether.backends.search import compile_pattern, grep_files
 
 __all__ = ["FileTable", "StateBackend", "TableBackend"]
 
-_TRIES = 50  # compare-and-swap attempts before giving up on a file that keeps changing
+CHANGING_FOR_SECONDS = 30.0
+"""How long a write keeps trying while other writers keep changing the file first."""
 
 FileTable = dict[str, tuple[bytes, float]]
 """Virtual path -> (content, modification time); directories are implied by the paths."""
@@ -78,7 +81,12 @@ class TableBackend:
         path = clean(path)
         if path == "/":
             raise BackendError("'/' is a directory; give a file path.")
-        for _ in range(_TRIES):
+        deadline = time.monotonic() + CHANGING_FOR_SECONDS
+        for attempt in itertools.count():
+            if attempt:  # another writer came between: let it finish, then try again
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(random.uniform(0, 0.0005 * 2 ** min(attempt, 6)))
             table = await self.table()
             if any(is_under(p, path) and p != path for p in table):
                 raise BackendError(f"{path} is a directory; give a file path.")
