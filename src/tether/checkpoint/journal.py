@@ -10,7 +10,8 @@ Records, in the order a run writes them:
 - "started": the ids of the tool calls about to run, written with a sync in one append,
   so the assistant message that made the calls is on record before any of them runs.
   (A run killed before that point resumes by asking the model again.)
-- "result": one finished tool call's result, written before the next model call.
+- "result": one finished tool call's result, written before the next model call, with a
+  sync of what changed meanwhile (the state backend's files the call wrote).
 - "interrupt": calls waiting for a human decision; "end": the run's stop reason.
   An abandoned run gets a last sync answering the calls it left, and the end "cancelled".
 
@@ -112,9 +113,11 @@ class Journal:
         assistant message that made them, first of all) in the same write."""
         await self._append([self._sync(state), {"t": "started", "ids": list(call_ids)}])
 
-    async def result(self, result: ToolResult) -> None:
+    async def result(self, state: RunState, result: ToolResult) -> None:
+        """Record a finished call's result, with the files it changed in the same write:
+        a run killed after it resumes with the result and its effect, or with neither."""
         body = _results().dump_python(result, mode="json")
-        await self._append([{"t": "result", "result": body}])
+        await self._append([self._sync(state), {"t": "result", "result": body}])
 
     async def interrupt(self, state: RunState, requests: list[dict[str, Any]]) -> None:
         await self._append([self._sync(state), {"t": "interrupt", "requests": requests}])
