@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from tether.messages import ToolCall
+from tether.messages import AssistantMessage, Message, ToolCall, ToolResult, ToolResultMessage
 from tether.state import RunState, ToolContext
 
 pytest_plugins = ["tether.pytest_plugin"]  # no test may reach a real provider
@@ -43,3 +44,31 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 class Crash(BaseException):
     """Stands for the process dying: nothing after it runs, nothing catches it."""
+
+
+def by_server_id(messages: Sequence[Message]) -> dict[str, ToolResult]:
+    """The results of a conversation's tool calls, by the id the model gave each call
+    (`ToolCall.provider_id`): scripts name calls by the ids they give them, while tether
+    keys everything by its own. Each server id must name one call only."""
+    answers = [m for m in messages if isinstance(m, ToolResultMessage)]
+    results = {r.call_id: r for m in answers for r in m.results}
+    found: dict[str, ToolResult] = {}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                if call.provider_id is not None and call.id in results:
+                    assert call.provider_id not in found, f"server id {call.provider_id} twice"
+                    found[call.provider_id] = results[call.id]
+    return found
+
+
+def own_id(messages: Sequence[Message], server_id: str) -> str:
+    """tether's id of the one call the model gave `server_id`."""
+    (found,) = [
+        c.id
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if c.provider_id == server_id
+    ]
+    return found

@@ -25,7 +25,7 @@ from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
 from tether.testing import tool_results
 
-from .conftest import Crash
+from .conftest import Crash, by_server_id, own_id
 
 WRITES = [
     ToolCall("write_file", {"file_path": "/a.md", "content": "A"}, id="w1"),
@@ -43,7 +43,13 @@ def four_writes(request: ModelRequest) -> Turn:
 
 
 def results_of(messages: Sequence[Message]) -> dict[str, tuple[str, bool]]:
-    return {r.call_id: (r.text, r.is_error) for r in tool_results(messages)}
+    """The results of the calls, by the id the script gave each call."""
+    return {k: (r.text, r.is_error) for k, r in by_server_id(messages).items()}
+
+
+def own_ids(messages: Sequence[Message], *server_ids: str) -> list[str]:
+    """tether's ids of the calls the script named so, in that order."""
+    return [own_id(messages, s) for s in server_ids]
 
 
 def agent_for(url: str, **kwargs: object) -> object:
@@ -60,7 +66,7 @@ def test_parallel_calls_are_decided_together_and_each_decision_applies(store_url
     first = agent_for(url).run("Write the files.", thread_id="t")  # type: ignore[attr-defined]
 
     assert first.stop_reason == "interrupted"
-    assert [r.call_id for r in first.interrupts] == ["w1", "w2", "w3", "w4"]
+    assert [r.call_id for r in first.interrupts] == own_ids(first.messages, "w1", "w2", "w3", "w4")
     assert first.interrupts[0].tool == "write_file"
     assert first.interrupts[0].args == {"file_path": "/a.md", "content": "A"}
     assert first.interrupts[0].allowed == ("approve", "edit", "reject", "respond")
@@ -93,14 +99,15 @@ def test_parallel_calls_are_decided_together_and_each_decision_applies(store_url
 def test_an_edit_cannot_bypass_a_deny_rule_or_the_argument_schema(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/runs.db"
     agent = agent_for(url, permissions=[Rule({"write"}, ["/secrets/**"], "deny")])
-    agent.run("go", thread_id="t")  # type: ignore[attr-defined]
+    first = agent.run("go", thread_id="t")  # type: ignore[attr-defined]
+    w1, w2, w3, w4 = own_ids(first.messages, "w1", "w2", "w3", "w4")
     result = agent.resume(  # type: ignore[attr-defined]
         "t",
         decisions={
-            "w1": Edit(args={"file_path": "/secrets/key", "content": "x"}),
-            "w2": Edit(args={"file_path": "/b.md"}),  # content missing
-            "w3": Approve(),
-            "w4": Approve(),
+            w1: Edit(args={"file_path": "/secrets/key", "content": "x"}),
+            w2: Edit(args={"file_path": "/b.md"}),  # content missing
+            w3: Approve(),
+            w4: Approve(),
         },
     )
     answers = results_of(result.messages)
@@ -167,7 +174,7 @@ def test_a_when_predicate_gates_only_the_calls_it_picks(tmp_path: Path) -> None:
         interrupt_on={"write_file": {"when": lambda args: args["file_path"] != "/a.md"}},
     )
     first = agent.run("go", thread_id="t")
-    assert [r.call_id for r in first.interrupts] == ["w2", "w3", "w4"]
+    assert [r.call_id for r in first.interrupts] == own_ids(first.messages, "w2", "w3", "w4")
     assert first.interrupts[0].allowed == ("approve", "edit", "reject", "respond")
     assert first.files == {}  # the turn waits as a whole, the ungated call too
     done = agent.resume("t", decisions=[Approve(), Reject(), Reject()])
@@ -200,17 +207,18 @@ async def test_a_subagents_gated_call_pauses_the_run_and_is_decided_inside_it(
     result = events[-1].result  # type: ignore[union-attr]
     assert result.stop_reason == "interrupted"
     (request,) = result.interrupts
-    assert (request.call_id, request.tool) == ("s1", "write_file")
-    assert request.path == ("main", "task:general-purpose#1")
-    assert result.files == {}
     from tether.checkpoint.journal import read_thread
 
     recorded = await read_thread(agent.checkpointer, "t")  # type: ignore[arg-type]
+    subagent = recorded.subagents[own_id(result.messages, "t1")]  # the run the task started
+    assert (request.call_id, request.tool) == (own_id(subagent.messages, "s1"), "write_file")
+    assert request.path == ("main", "task:general-purpose#1")
+    assert result.files == {}
     assert recorded.requests == (request,)
     done = await agent.aresume("t", decisions=[Approve()])
     assert done.output == "done"
     assert done.files == {"/n.md": b"N"}
-    (report,) = [r for r in tool_results(done) if r.call_id == "t1"]
+    (report,) = [r for r in tool_results(done) if r.call_id == own_id(done.messages, "t1")]
     assert report.text == "Wrote /n.md."
 
 
@@ -221,8 +229,9 @@ async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
     agent = agent_for(url)
     events = [e async for e in agent.stream("go")]  # type: ignore[attr-defined]
     (asked,) = [e for e in events if isinstance(e, ApprovalRequested)]
-    assert [r.call_id for r in asked.requests] == ["w1", "w2", "w3", "w4"]
     result = events[-1].result  # type: ignore[union-attr]
+    w1, w2, w3, w4, l1 = own_ids(result.messages, "w1", "w2", "w3", "w4", "l1")
+    assert [r.call_id for r in asked.requests] == [w1, w2, w3, w4]
     assert result.stop_reason == "interrupted"
     assert result.thread_id is not None
     assert "## Approval" in agent._plan.system_prompt  # type: ignore[attr-defined]
@@ -231,9 +240,9 @@ async def test_the_request_streams_and_a_thread_is_made_when_none_is_given(
     resumed = [e async for e in agent.stream_resume(result.thread_id, decisions=decisions)]  # type: ignore[attr-defined]
     finished = [e for e in resumed if isinstance(e, ToolCallFinished)]
     ran = [e.call.id for e in finished if e.decided is None]
-    assert ran == ["w1", "l1"]  # rejected calls are answered without running
+    assert ran == [w1, l1]  # rejected calls are answered without running
     rejected = [e.call.id for e in finished if e.decided == "rejected"]
-    assert rejected == ["w2", "w3", "w4"]  # and each is reported, with how it was decided
+    assert rejected == [w2, w3, w4]  # and each is reported, with how it was decided
     assert resumed[-1].result.output == "finished"
     assert resumed[-1].result.files == {"/a.md": b"A"}
 
@@ -254,7 +263,9 @@ agent = create_agent(FunctionModel(turn), checkpointer=sys.argv[1],
                      interrupt_on={"write_file": True})
 if sys.argv[2] == "start":
     result = agent.run("go", thread_id="shared")
-    print(result.stop_reason, [r.call_id for r in result.interrupts])
+    given = {c.id: c.provider_id for m in result.messages if m.kind == "assistant"
+             for c in m.tool_calls}  # tether's id -> the id the script gave the call
+    print(result.stop_reason, [given[r.call_id] for r in result.interrupts])
 else:
     result = agent.resume("shared", decisions=[Approve(), Edit(args={"file_path": "/z.md",
                                                                      "content": "3"})])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,12 +22,22 @@ from tether.models import FunctionModel, ModelRequest
 from tether.models.scripted import Turn
 from tether.testing import tool_results
 
+from .conftest import by_server_id, own_id
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def start(task: str, call_id: str, subagent: str = "general-purpose") -> ToolCall:
     args = {"description": task, "subagent_type": subagent, "background": True}
     return ToolCall("task", args, id=call_id)
+
+
+def task_id(started: str) -> str:
+    """The id a background task got, read from the result of the `task` call that
+    started it (as a model would read it)."""
+    found = re.search(r"as task (call_[0-9a-f]+)\.", started)
+    assert found is not None, started
+    return found.group(1)
 
 
 def told(messages: Sequence[Message]) -> list[str]:
@@ -74,12 +85,13 @@ def test_a_background_result_reaches_the_agent_while_it_works() -> None:
     result = agent.run("Dig and do the chores.")
     assert result.output == "All done."
     first, chores_done = tool_results(result)
+    t1 = own_id(result.messages, "t1")  # the task is named by tether's id of its call
     assert first.text.startswith(
-        "Started the general-purpose subagent in the background as task t1."
+        f"Started the general-purpose subagent in the background as task {t1}."
     )
     assert chores_done.text == "chores done"
     assert seen[2] == [  # not asked for: it came with the next step
-        "[background task t1] The general-purpose subagent finished (completed). Its report:"
+        f"[background task {t1}] The general-purpose subagent finished (completed). Its report:"
         "\n\nDug 3 holes."
     ]
     assert set(result.usage_by_agent) == {"main", "main/task:general-purpose#1"}  # one budget
@@ -92,35 +104,46 @@ def test_check_wait_cancel_and_list() -> None:
         await never.wait()
         return "never"
 
-    turns: list[Turn] = [
-        [start("Quick.", "q"), start("Slow.", "s")],
-        [ToolCall("check_task", {"task_id": "s"}, id="c1")],
-        [ToolCall("wait_task", {"task_id": "q"}, id="w")],
-        [ToolCall("wait_task", {"task_id": "s", "timeout_seconds": 0.1}, id="w2")],
-        [ToolCall("cancel_task", {"task_id": "s"}, id="x")],
-        [ToolCall("list_tasks", {}, id="l"), ToolCall("check_task", {"task_id": "nope"}, id="n")],
-        "done",
-    ]
+    def main(turn: int, request: ModelRequest) -> Turn:
+        if turn == 0:
+            return [start("Quick.", "q"), start("Slow.", "s")]
+        # The tasks by the ids their start gave them (the model sees its own call ids).
+        started = {r.call_id: task_id(r.text) for r in tool_results(request.messages)[:2]}
+        q, s = started["q"], started["s"]
+        return [
+            [ToolCall("check_task", {"task_id": s}, id="c1")],
+            [ToolCall("wait_task", {"task_id": q}, id="w")],
+            [ToolCall("wait_task", {"task_id": s, "timeout_seconds": 0.1}, id="w2")],
+            [ToolCall("cancel_task", {"task_id": s}, id="x")],
+            [
+                ToolCall("list_tasks", {}, id="l"),
+                ToolCall("check_task", {"task_id": "nope"}, id="n"),
+            ],
+            "done",
+        ][turn - 1]
+
     agent = create_agent(
-        model(lambda turn, _: turns[turn], {"Quick.": "quick result", "Slow.": slow}),
+        model(main, {"Quick.": "quick result", "Slow.": slow}),
         background=Background(),
         checkpointer=None,
     )
     result = agent.run("Go.")
-    answers = {r.call_id: r for r in tool_results(result)}
-    assert answers["c1"].text == "Task s (general-purpose) is still running."
+    answers = by_server_id(result.messages)
+    q, s = own_id(result.messages, "q"), own_id(result.messages, "s")
+    assert (task_id(answers["q"].text), task_id(answers["s"].text)) == (q, s)
+    assert answers["c1"].text == f"Task {s} (general-purpose) is still running."
     assert answers["w"].text.endswith("finished (completed). Its report:\n\nquick result")
-    assert answers["w2"].text == "Task s (general-purpose) is still running after 0.1s."
-    assert answers["x"].text == "Task s (general-purpose) is cancelled."
+    assert answers["w2"].text == f"Task {s} (general-purpose) is still running after 0.1s."
+    assert answers["x"].text == f"Task {s} (general-purpose) is cancelled."
     listing = answers["l"].text.splitlines()
     assert listing == [
-        "- q (general-purpose): completed — Quick.",
-        "- s (general-purpose): cancelled — Slow.",
+        f"- {q} (general-purpose): completed — Quick.",
+        f"- {s} (general-purpose): cancelled — Slow.",
     ]
     assert answers["n"].is_error
-    assert "There is no background task 'nope'. Tasks: q, s." in answers["n"].text
+    assert f"There is no background task 'nope'. Tasks: {q}, {s}." in answers["n"].text
     (heard,) = told(result.messages)  # q finished first: told once, unasked; s never
-    assert heard.startswith("[background task q]")
+    assert heard.startswith(f"[background task {q}]")
 
 
 @pytest.mark.parametrize("at_end", ["wait", "cancel"])

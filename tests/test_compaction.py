@@ -9,7 +9,7 @@ import pytest
 
 from tether import Compaction, ConfigurationError, Limits, create_agent, tool
 from tether.capabilities.compaction import _Meter, render_transcript
-from tether.events import Compacted
+from tether.events import Compacted, ToolCallStarted
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -85,11 +85,16 @@ async def test_a_5000_step_run_never_passes_an_8000_token_window() -> None:
     events: list[Compacted] = []
     pages_seen: set[int] = set()
     calls_seen: set[int] = set()
+    page_of_call: dict[str, int] = {}  # tether's id of each call -> the page it fetched
     agent = create_agent(model, tools=[fetch], limits=Limits(max_steps=None))
     result = None
     async for event in agent.stream("Fetch pages 0 to 4999."):
         if isinstance(event, Compacted):
             events.append(event)
+        if isinstance(event, ToolCallStarted):
+            assert event.call.id not in page_of_call
+            assert event.call.provider_id == f"call_{event.call.args['page']}"  # type: ignore[index]
+            page_of_call[event.call.id] = event.call.args["page"]  # type: ignore[index]
         if event.kind == "run_finished":
             result = event.result
     assert result is not None
@@ -110,7 +115,8 @@ async def test_a_5000_step_run_never_passes_an_8000_token_window() -> None:
     kept = render_transcript(result.messages)
     for text in (history, kept):
         pages_seen.update(int(n) for n in re.findall(r"page (\d+): lorem", text))
-        calls_seen.update(int(n) for n in re.findall(r"Tool call `fetch` \(call_(\d+)\)", text))
+        calls = re.findall(r"Tool call `fetch` \((call_[0-9a-f]{16})\)", text)
+        calls_seen.update(page_of_call[c] for c in calls)
     assert pages_seen == calls_seen == set(range(5_000))
     assert history.count("## User\n\nFetch pages 0 to 4999.") == 1
 

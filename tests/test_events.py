@@ -13,6 +13,7 @@ from tether.events import (
     RunStarted,
     StepFinished,
     ToolCallFinished,
+    ToolCallStarted,
 )
 from tether.messages import ToolCall
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
@@ -42,10 +43,16 @@ async def test_stream_yields_the_run_as_typed_events() -> None:
     ]
     assert all(e.path == ("main",) for e in events)
     assert events[1] == ModelDelta(("main",), "text", "Let me add.")
-    assert events[2] == ModelDelta(("main",), "tool_call", '{"a": 1, "b": 2}', "c1", "add")
+    started = events[4]
+    assert isinstance(started, ToolCallStarted)
+    assert started.call.provider_id == "c1"  # the delta names the call by tether's id
+    own = started.call.id
+    assert events[2] == ModelDelta(("main",), "tool_call", '{"a": 1, "b": 2}', own, "add")
     finished = events[5]
     assert isinstance(finished, ToolCallFinished)
     assert finished.result.text == "3"
+    assert finished.call == started.call
+    assert finished.result.call_id == started.call.id
     last = events[-1]
     assert isinstance(last, RunFinished)
     assert last.result.output == "3"

@@ -120,9 +120,15 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
     agent = create_agent(ScriptedModel(["unused"]), checkpointer=url)
     messages = agent.history("k")
     results = [r for m in messages if isinstance(m, ToolResultMessage) for r in m.results]
-    assert [r.call_id for r in results] == [f"call_{n}" for n in range(STEPS)]
+    given = {  # tether's id of each call -> the id the script gave it
+        c.id: c.provider_id
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+    }
+    assert [given[r.call_id] for r in results] == [f"call_{n}" for n in range(STEPS)]
     for r in results:
-        n = int(r.call_id.removeprefix("call_"))
+        n = int(given[r.call_id].removeprefix("call_"))  # type: ignore[union-attr]
         assert r.text == f"bumped {n}" or r.text.startswith("Interrupted")
         if r.text == f"bumped {n}":
             assert ran[n] == 1  # a recorded result comes from exactly one run of the tool

@@ -22,6 +22,8 @@ from tether.messages import AssistantMessage, BinaryPart, TextPart, ToolCall, Us
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.testing import tool_results
 
+from .conftest import by_server_id
+
 SERVER = str(Path(__file__).resolve().parent / "mcp_servers" / "demo.py")
 
 
@@ -49,7 +51,7 @@ def test_stdio_tools_are_prefixed_called_and_errors_are_tool_errors() -> None:
     add = next(t for t in model.requests[0].tools if t.name == "demo_add")
     assert add.description == "Add two numbers."
     assert add.parameters["required"] == ["a", "b"]
-    answers = {r.call_id: r for r in tool_results(result)}
+    answers = by_server_id(result.messages)
     assert answers["a"].text == "42"
     assert not answers["a"].is_error
     assert answers["r"].is_error
@@ -71,7 +73,7 @@ def test_a_slow_call_times_out_and_a_crashed_server_is_started_again() -> None:
     started = time.monotonic()
     result = agent.run("go")
     assert time.monotonic() - started < 5
-    answers = {r.call_id: r for r in tool_results(result)}
+    answers = by_server_id(result.messages)
     assert answers["s"].is_error
     assert answers["c"].is_error  # it may have run: it is not sent again
     assert "MCP server 'demo' failed on crash: MCPError: Connection closed" in answers["c"].text
@@ -264,7 +266,7 @@ def test_an_http_server_that_dies_mid_run_is_a_tool_error(http_server: str) -> N
     )
     agent = create_agent(model, mcp_servers=[MCPServer("web", url=http_server, timeout_seconds=5)])
     result = agent.run("go")
-    answers = {r.call_id: r for r in tool_results(result)}
+    answers = by_server_id(result.messages)
     assert answers["before"].text == "3"
     assert answers["crash"].is_error
     assert answers["after"].is_error  # the server is gone: an error, not a cancelled run
@@ -346,7 +348,7 @@ def test_a_published_server_mcp_server_time() -> None:
     model = ScriptedModel([[call, now, bad], "done"])
     result = create_agent(model, mcp_servers=[server]).run("What time is it?")
     assert {"convert_time", "get_current_time"} <= {t.name for t in model.requests[0].tools}
-    answers = {r.call_id: r for r in tool_results(result)}
+    answers = by_server_id(result.messages)
     converted = json.loads(answers["c"].text)
     assert converted["source"]["timezone"] == "Europe/Paris"
     assert converted["target"]["timezone"] == "Asia/Tokyo"

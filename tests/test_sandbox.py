@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import by_server_id
 from tether import ConfigurationError, create_agent
 from tether.backends.sandbox import LocalSandbox, SandboxBackend, UnsafeLocalShell
 from tether.capabilities.sandbox import CommandPolicy
-from tether.messages import ToolCall, ToolResultMessage
+from tether.messages import ToolCall
 from tether.models import ScriptedModel
 
 
@@ -116,9 +117,7 @@ def test_the_execute_tool_with_a_policy(tmp_path: Path) -> None:
         command_policy=CommandPolicy(deny=[r"\brm\s+-rf\b"]),
     )
     result = agent.run("go")
-    answers = {
-        r.call_id: r for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results
-    }
+    answers = by_server_id(result.messages)  # by the ids the script gave the calls
     assert answers["a"].text == "hi\n[exit code 0]"
     assert answers["b"].is_error
     assert "Command refused" in answers["b"].text

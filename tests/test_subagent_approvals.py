@@ -7,6 +7,7 @@ which resumes a thread in a process of its own.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,12 @@ from tether import (
     tool,
 )
 from tether.agent import Agent
+from tether.checkpoint.journal import read_thread
 from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest
 from tether.models.scripted import Turn
-from tether.testing import tool_results
+
+from .conftest import by_server_id, own_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,10 +101,12 @@ def test_a_gated_call_two_levels_down_pauses_and_resumes_in_another_process(
     tmp_path: Path,
 ) -> None:
     database, log = f"sqlite:///{tmp_path}/runs.db", tmp_path / "log"
-    paused = build(database, log).run("Ship it.", thread_id="ship")
+    agent = build(database, log)
+    paused = agent.run("Ship it.", thread_id="ship")
     assert paused.stop_reason == "interrupted"
     (request,) = paused.interrupts
-    assert (request.call_id, request.tool, request.args) == ("d1", "deploy", {"target": "prod"})
+    d1 = deep_id(agent, "ship", "t-outer", "t-inner", "d1")
+    assert (request.call_id, request.tool, request.args) == (d1, "deploy", {"target": "prod"})
     assert request.path == ("main", "task:outer#1", "task:inner#1")
     assert ran(log) == ["tally", "tally"]  # the sibling's and inner's first call; deploy waits
 
@@ -126,7 +131,7 @@ def test_a_rejected_call_deep_down_is_reported_up_the_tree(tmp_path: Path) -> No
     assert done.stop_reason == "completed"
     assert "not on a Friday" in done.output
     assert ran(log) == ["tally", "tally"]
-    reports = {r.call_id: r.text for r in tool_results(done)}
+    reports = {k: r.text for k, r in by_server_id(done.messages).items()}
     assert reports["t-c"] == "counter: counted 3"  # the sibling's, recorded before the pause
 
 
@@ -134,11 +139,21 @@ def test_resuming_again_runs_nothing_twice(tmp_path: Path) -> None:
     database, log = f"sqlite:///{tmp_path}/runs.db", tmp_path / "log"
     agent = build(database, log)
     agent.run("Ship it.", thread_id="ship")
+    d1 = deep_id(agent, "ship", "t-outer", "t-inner", "d1")
     agent.resume("ship", decisions=[Approve()])
     rerun = build(database, log)  # a fresh agent on the same thread: nothing waits
-    with pytest.raises(AlreadyDecidedError, match="deploy \\(d1\\): approve"):
+    with pytest.raises(AlreadyDecidedError, match=f"deploy \\({d1}\\): approve"):
         rerun.resume("ship", decisions=[Approve()])
     assert ran(log) == ["deploy prod", "tally", "tally"]
+
+
+def deep_id(agent: Agent[str], thread_id: str, *server_ids: str) -> str:
+    """tether's id of the call the script named `server_ids[-1]`, made in the subagent
+    run that the `task` calls named `server_ids[:-1]` started, each inside the last."""
+    thread = asyncio.run(read_thread(agent.checkpointer, thread_id))  # type: ignore[arg-type]
+    for task_id in server_ids[:-1]:
+        thread = thread.subagents[own_id(thread.messages, task_id)]
+    return own_id(thread.messages, server_ids[-1])
 
 
 def ran(log: Path) -> list[str]:
@@ -210,11 +225,10 @@ def test_a_subagents_own_gates_pause_it_and_never_its_parent(tmp_path: Path) -> 
     )
     paused = agent.run("Deploy everywhere.")  # a thread is made: a subagent may wait
     assert paused.stop_reason == "interrupted"
-    assert [(r.call_id, r.path) for r in paused.interrupts] == [
-        ("d-sub", ("main", "task:careful#1"))
-    ]
-    assert ran(log) == ["deploy staging"]  # the parent's own call was not gated
     assert paused.thread_id is not None
+    d_sub = deep_id(agent, paused.thread_id, "t", "d-sub")
+    assert [(r.call_id, r.path) for r in paused.interrupts] == [(d_sub, ("main", "task:careful#1"))]
+    assert ran(log) == ["deploy staging"]  # the parent's own call was not gated
     done = agent.resume(paused.thread_id, decisions=[Approve()])
     assert done.output == "all deployed"
     assert ran(log) == ["deploy prod", "deploy staging"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from tests.conftest import own_id
 from tether import ConfigurationError, Limits, Price, SubAgent, ToolContext, create_agent, tool
 from tether.backends import Rule, StateBackend
 from tether.events import RunFinished, RunStarted, ToolCallFinished
@@ -261,8 +262,9 @@ def test_a_long_report_is_evicted_to_a_file() -> None:
     )
     result = create_agent(model, tool_token_limit_before_evict=50).run("go")
     (text,) = tool_texts(result.messages)
-    assert "saved to /large_tool_results/t1" in text
-    assert result.files["/large_tool_results/t1"] == long_report.encode()
+    path = f"/large_tool_results/{own_id(result.messages, 't1')}"  # by tether's id
+    assert f"saved to {path}" in text
+    assert result.files[path] == long_report.encode()
 
 
 def test_custom_subagents_have_their_own_prompt_tools_and_model() -> None:

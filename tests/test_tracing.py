@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from opentelemetry import trace
@@ -13,8 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes
 
+from tests.conftest import own_id
 from tether import ConfigurationError, create_agent, tracing
-from tether.messages import ToolCall
+from tether.messages import Message, ToolCall
 from tether.models import ScriptedModel
 from tether.tracing import Tracing
 
@@ -153,12 +154,13 @@ def test_model_spans_can_be_left_to_a_provider_instrumentation() -> None:
     }
 
 
-def content_spans(capture: bool | None) -> list[ReadableSpan]:
+def content_spans(capture: bool | None) -> tuple[list[ReadableSpan], Sequence[Message]]:
+    """The spans of a run that makes one call, and the run's messages."""
     provider, exporter = own_provider()
     model = ScriptedModel([[ToolCall("write_todos", {"todos": []}, id="w")], "Planned."])
     settings = Tracing(provider=provider, capture_content=capture)
-    create_agent(model, system_prompt="Be brief.", tracing=settings).run("Plan it.")
-    return list(exporter.get_finished_spans())
+    result = create_agent(model, system_prompt="Be brief.", tracing=settings).run("Plan it.")
+    return list(exporter.get_finished_spans()), result.messages
 
 
 CONTENT = (
@@ -172,9 +174,9 @@ CONTENT = (
 
 
 def test_message_content_is_recorded_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    for span in content_spans(None):  # the default: nothing anyone said
+    for span in content_spans(None)[0]:  # the default: nothing anyone said
         assert not set(CONTENT) & set(span.attributes or {}), span.name
-    captured = content_spans(True)
+    captured, messages = content_spans(True)
     spans = {s.name: s for s in captured}
     first = next(s for s in captured if s.name == "chat scripted")
     sent = json.loads(first.attributes[gen_ai.GEN_AI_INPUT_MESSAGES])  # type: ignore[arg-type, index]
@@ -187,7 +189,12 @@ def test_message_content_is_recorded_only_when_asked(monkeypatch: pytest.MonkeyP
     assert answer == {
         "role": "assistant",
         "parts": [
-            {"type": "tool_call", "id": "w", "name": "write_todos", "arguments": {"todos": []}}
+            {  # the call under tether's id, which its result answers by
+                "type": "tool_call",
+                "id": own_id(messages, "w"),
+                "name": "write_todos",
+                "arguments": {"todos": []},
+            }
         ],
         "finish_reason": "tool_calls",
     }
@@ -195,7 +202,7 @@ def test_message_content_is_recorded_only_when_asked(monkeypatch: pytest.MonkeyP
     assert json.loads(todo[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"todos": []}  # type: ignore[arg-type]
     assert todo[gen_ai.GEN_AI_TOOL_CALL_RESULT]
     monkeypatch.setenv(tracing.CAPTURE_CONTENT_VARIABLE, "true")  # the conventions' switch
-    chat = next(s for s in content_spans(None) if s.name == "chat scripted")
+    chat = next(s for s in content_spans(None)[0] if s.name == "chat scripted")
     assert gen_ai.GEN_AI_INPUT_MESSAGES in (chat.attributes or {})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.conftest import by_server_id, own_id
 from tether import ConfigurationError, create_agent, tool
 from tether.backends import CompositeBackend, StateBackend, StoreBackend
 from tether.messages import ToolCall
@@ -84,12 +85,13 @@ def test_large_results_are_saved_to_a_file_with_a_preview() -> None:
 
     model = ScriptedModel([[ToolCall("dump", {}, "call_big")], "done"])
     result = create_agent(model, tools=[dump], tool_token_limit_before_evict=1_000).run("go")
-    note = result.messages[2].results[0].text  # type: ignore[union-attr]
-    assert "saved to /large_tool_results/call_big" in note
+    note = by_server_id(result.messages)["call_big"].text
+    path = f"/large_tool_results/{own_id(result.messages, 'call_big')}"  # by tether's id
+    assert f"saved to {path}" in note
     assert "row 9: " in note
     assert "row 10: " not in note
-    assert result.files["/large_tool_results/call_big"].startswith(b"row 0: ")
-    assert len(result.files["/large_tool_results/call_big"]) > 90_000
+    assert result.files[path].startswith(b"row 0: ")
+    assert len(result.files[path]) > 90_000
 
 
 def test_eviction_can_be_turned_off_and_spares_small_results() -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
 
+from tests.conftest import own_id
 from tether import ModelError, ModelHTTPError, create_agent, tool
-from tether.events import ModelDelta
+from tether.events import ModelDelta, ToolCallStarted
 from tether.messages import (
     AssistantMessage,
     BinaryPart,
@@ -228,7 +230,10 @@ async def test_tool_call_round_trip_and_cache_breakpoints() -> None:
     # Only the latest turn carries the message breakpoint.
     assert "cache_control" not in second["messages"][0]["content"][-1]
     call = result.messages[1].tool_calls[0]  # type: ignore[union-attr]
-    assert call == ToolCall("get_weather", {"city": "Oslo"}, "toolu_01")
+    # The call keeps Claude's id for the wire and gets tether's own, which its result answers.
+    assert call == ToolCall("get_weather", {"city": "Oslo"}, call.id, provider_id="toolu_01")
+    assert re.fullmatch(r"call_[0-9a-f]{16}", call.id)
+    assert result.messages[2].results[0].call_id == call.id  # type: ignore[union-attr]
 
 
 async def test_parallel_tool_calls_come_back_in_one_user_turn() -> None:
@@ -333,12 +338,16 @@ async def test_streaming_deltas_reach_the_event_stream() -> None:
         ]
     )
     agent = create_agent(model(server), tools=[get_weather])
-    deltas = [e async for e in agent.stream("Weather?") if isinstance(e, ModelDelta)]
+    events = [e async for e in agent.stream("Weather?")]
+    deltas = [e for e in events if isinstance(e, ModelDelta)]
 
     text = "".join(d.delta for d in deltas if d.part == "text")
     assert text == "Let me seeDone"
     args = [d for d in deltas if d.part == "tool_call"]
-    assert {d.call_id for d in args} == {"toolu_9"}
+    # The deltas name the call by tether's id: that of the one call Claude named toolu_9.
+    (started,) = [e.call for e in events if isinstance(e, ToolCallStarted)]
+    assert started.provider_id == "toolu_9"
+    assert {d.call_id for d in args} == {started.id}
     assert "".join(d.delta for d in args) == '{"city":"Oslo"}'
 
 
@@ -555,7 +564,8 @@ async def test_tool_input_that_is_not_an_object_is_saved_and_reads_back(tmp_path
     saved = await agent.ahistory("t")
     assert len(saved) == len(result.messages)
     errors = [r for r in saved[2].results if r.is_error]  # type: ignore[union-attr]
-    assert [r.call_id for r in errors] == ["toolu_list", "toolu_number"]
+    wanted = [own_id(saved, "toolu_list"), own_id(saved, "toolu_number")]
+    assert [r.call_id for r in errors] == wanted
     assert "object" in errors[0].text
     assert saved[2].results[2].text == "Sunny in Oslo"  # type: ignore[union-attr]
     assert saved[-1].text == "Broken \ufffd text."  # type: ignore[union-attr]

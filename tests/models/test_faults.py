@@ -20,6 +20,7 @@ from tether import (
     create_agent,
     tool,
 )
+from tether.events import ToolCallFinished, ToolCallStarted
 from tether.messages import ToolResultMessage, UserMessage
 from tether.models import _sdk
 from tether.models.anthropic import AnthropicModel
@@ -251,13 +252,18 @@ async def test_a_call_streams_its_arguments_with_its_tool_named(wire: Wire) -> N
     ]
     with serving(replies, chunked=wire.chunked) as server:
         agent = create_agent(wire.model(server.url), tools=[note], checkpointer=None)
-        deltas = [
-            e async for e in agent.stream("Take a note") if getattr(e, "part", "") == "tool_call"
-        ]
+        events = [e async for e in agent.stream("Take a note")]
+    deltas = [e for e in events if getattr(e, "part", "") == "tool_call"]
     if wire.name == "google":
         assert deltas == []  # Gemini sends each call whole: it is announced when it starts
         return
-    assert {(d.call_id, d.tool) for d in deltas} == {("call_1", "note")}
+    # The deltas name the call by tether's id: that of the one call that starts and
+    # finishes, the call the server named call_1.
+    (started,) = [e.call for e in events if isinstance(e, ToolCallStarted)]
+    (finished,) = [e.call for e in events if isinstance(e, ToolCallFinished)]
+    assert started.id == finished.id
+    assert started.provider_id == "call_1"
+    assert {(d.call_id, d.tool) for d in deltas} == {(started.id, "note")}
     assert json.loads("".join(d.delta for d in deltas)) == {"text": "hi"}
 
 

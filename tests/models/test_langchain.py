@@ -16,8 +16,9 @@ from langchain_core.tools import InjectedToolCallId, ToolException
 from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel, Field
 
+from tests.conftest import by_server_id, own_id
 from tether import ConfigurationError, ModelError, create_agent, tool
-from tether.events import ModelDelta
+from tether.events import ModelDelta, ToolCallStarted
 from tether.messages import BinaryPart, TextPart, ThinkingPart, ToolCall, Usage, UserMessage
 from tether.models.langchain import LangChainModel, tools_from_langchain
 
@@ -162,12 +163,13 @@ async def test_a_streamed_call_names_its_tool_in_every_piece() -> None:
         replies=[call_reply(("c1", "get_weather", '{"city": "Oslo"}')), text_reply("Sunny.")]
     )
     agent = create_agent(LangChainModel(chat), tools=[get_weather])
+    events = [e async for e in agent.stream("Weather?")]
     pieces = [
-        (e.call_id, e.tool)
-        async for e in agent.stream("Weather?")
-        if isinstance(e, ModelDelta) and e.part == "tool_call"
+        (e.call_id, e.tool) for e in events if isinstance(e, ModelDelta) and e.part == "tool_call"
     ]
-    assert pieces == [("c1", "get_weather"), ("c1", "get_weather")]  # the name came once
+    (call,) = [e.call for e in events if isinstance(e, ToolCallStarted)]  # tether's id for c1
+    assert call.provider_id == "c1"
+    assert pieces == [(call.id, "get_weather"), (call.id, "get_weather")]  # the name came once
 
 
 async def test_reasoning_blocks_become_thinking() -> None:
@@ -205,7 +207,8 @@ async def test_a_call_cut_by_the_output_limit_is_not_run() -> None:
     )
     result = await create_agent(LangChainModel(chat), tools=[get_weather]).arun("Weather?")
     call = result.messages[1].tool_calls[0]  # type: ignore[union-attr]
-    assert call == ToolCall("get_weather", '{"city": "Os', "c1")
+    assert call == ToolCall("get_weather", '{"city": "Os', call.id, provider_id="c1")
+    assert result.messages[2].results[0].call_id == call.id  # type: ignore[union-attr]
     assert "cut off" in result.messages[2].results[0].text  # type: ignore[union-attr]
 
 
@@ -364,8 +367,8 @@ async def test_langchain_tools_run_as_langchain_runs_a_tool_call() -> None:
         ]
     )
     result = await create_agent(LangChainModel(chat), tools=converted).arun("Go.")
-    answers = {r.call_id: r for r in result.messages[2].results}  # type: ignore[union-attr]
-    assert answers["c1"].text == "hello in c1"
+    answers = by_server_id(result.messages)
+    assert answers["c1"].text == f"hello in {own_id(result.messages, 'c1')}"  # tether's id
     assert answers["c2"].text == "fetched https://example.com"
     assert answers["c3"].text == "try again later (the service is down)"
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from tether import ConfigurationError, ModelError, ModelHTTPError, create_agent, tool
-from tether.events import ModelDelta
+from tether.events import ModelDelta, ToolCallStarted
 from tether.messages import BinaryPart, TextPart, ThinkingPart, ToolCall, Usage, UserMessage
 from tether.models import ModelSettings
 from tether.models.openai import OpenAIModel
@@ -234,10 +234,14 @@ async def test_chat_deltas_stream_with_call_ids() -> None:
         ]
     )
     agent = create_agent(chat_model(server), tools=[get_weather])
-    deltas = [e async for e in agent.stream("Weather?") if isinstance(e, ModelDelta)]
+    events = [e async for e in agent.stream("Weather?")]
+    deltas = [e for e in events if isinstance(e, ModelDelta)]
     assert "".join(d.delta for d in deltas if d.part == "text") == "Let me seeDone"
     args = [d for d in deltas if d.part == "tool_call"]
-    assert {d.call_id for d in args} == {"call_9"}
+    # The deltas name the call by tether's id: that of the one call the server named call_9.
+    (started,) = [e.call for e in events if isinstance(e, ToolCallStarted)]
+    assert started.provider_id == "call_9"
+    assert {d.call_id for d in args} == {started.id}
     assert "".join(d.delta for d in args) == '{"city":"Oslo"}'
 
 
@@ -643,7 +647,9 @@ async def test_responses_incomplete_call_is_reported_as_cut_off() -> None:
         ]
     )
     result = await create_agent(responses_model(server), tools=[get_weather]).arun("Weather?")
-    assert result.messages[1].tool_calls == [ToolCall("get_weather", '{"city": "Os', "call_w")]  # type: ignore[union-attr]
+    (call,) = result.messages[1].tool_calls  # type: ignore[union-attr]
+    assert call == ToolCall("get_weather", '{"city": "Os', call.id, provider_id="call_w")
+    assert result.messages[2].results[0].call_id == call.id  # type: ignore[union-attr]
     sent = server.bodies[1]["input"]
     assert sent[1]["arguments"] == "{}"
     assert "cut off" in sent[2]["output"]

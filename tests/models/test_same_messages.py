@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from tether import create_agent, tool
-from tether.messages import AssistantMessage, Message, TextPart, ToolCall, Usage
+from tether.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 from tether.models import Model, ScriptedModel
 from tether.models.anthropic import AnthropicModel
 from tether.models.langchain import LangChainModel
@@ -83,11 +90,28 @@ def langchain() -> Model:
 
 
 def normalized(messages: tuple[Message, ...]) -> list[Message]:
-    """The messages without what differs by provider: model names and token counts."""
-    return [
-        replace(m, model_name=None, usage=Usage()) if isinstance(m, AssistantMessage) else m
-        for m in messages
-    ]
+    """The messages without what differs by provider or by run: model names, token
+    counts, and tether's call ids, each replaced by its call's place in the thread (a
+    result by that of the call it answers). Each call must have an id of its own."""
+    places: dict[str, str] = {}
+
+    def placed(part: Any) -> Any:
+        if not isinstance(part, ToolCall):
+            return part
+        assert part.id not in places, f"call id {part.id} twice"
+        places[part.id] = f"call #{len(places)}"
+        return replace(part, id=places[part.id])
+
+    def one(m: Message) -> Message:
+        if isinstance(m, AssistantMessage):
+            parts = tuple(placed(p) for p in m.parts)
+            return replace(m, parts=parts, model_name=None, usage=Usage())
+        if isinstance(m, ToolResultMessage):
+            answers = tuple(replace(r, call_id=places[r.call_id]) for r in m.results)
+            return replace(m, results=answers)
+        return m
+
+    return [one(m) for m in messages]
 
 
 @pytest.mark.parametrize("make", [anthropic, openai_chat, openai_responses, langchain])
@@ -96,3 +120,6 @@ async def test_every_adapter_gives_the_scripted_messages(make: Callable[[], Any]
     result = await create_agent(make(), tools=[get_weather]).arun("Weather in Oslo?")
     assert result.output == "Sunny in Oslo."
     assert normalized(result.messages) == normalized(expected.messages)
+    # The server's id is kept for the wire, as the script's is.
+    calls = [c for m in result.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert [c.provider_id for c in calls] == ["call_1"]

@@ -72,7 +72,8 @@ async def test_stream_yields_deltas_then_the_response() -> None:
     items = [item async for item in model.stream(request())]
     assert items[:2] == [
         StreamDelta("text", "thinking aloud"),
-        StreamDelta("tool_call", '{"q": 1}', "c1", tool="t"),  # the tool named as it streams
+        # the tool named as it streams, the call placed among the reply's calls
+        StreamDelta("tool_call", '{"q": 1}', "c1", tool="t", index=0),
     ]
     assert isinstance(items[-1], ModelResponse)
 

@@ -12,13 +12,13 @@ import pytest
 from langchain_core.tools import InjectedToolArg
 from langchain_core.tools import tool as lc_tool
 
+from tests.conftest import by_server_id
 from tests.models.test_langchain import ScriptedChat, call_reply, text_reply
 from tests.test_mcp import SERVER, HTTPServer, killing
 from tether import ConfigurationError, create_agent
 from tether.mcp import MCPServer
 from tether.messages import ToolCall
 from tether.models.langchain import LangChainModel, tools_from_langchain
-from tether.testing import tool_results
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -47,7 +47,7 @@ def test_a_call_the_server_may_have_run_is_not_sent_again(transport: str, tmp_pa
         result = create_agent(killing(turns, 1, restart), mcp_servers=[server]).run("Tally.")
     finally:
         http.kill()
-    answers = {r.call_id: r for r in tool_results(result)}
+    answers = by_server_id(result.messages)
     assert answers["t"].is_error
     assert tally.read_text() == "ran\n"  # once
     assert answers["next"].text == "2"  # the next call reconnected

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import by_server_id
 from tether import create_agent
 from tether.backends.sandbox import UnsafeLocalShell
-from tether.messages import ToolCall, ToolResultMessage
+from tether.messages import ToolCall
 from tether.models import ScriptedModel
 
 
@@ -20,9 +21,7 @@ def test_the_model_cannot_lengthen_the_sandbox_timeout(tmp_path: Path) -> None:
     )
     agent = create_agent(model, backend=UnsafeLocalShell(tmp_path, timeout_seconds=2))
     result = agent.run("go")
-    answers = {
-        r.call_id: r for m in result.messages if isinstance(m, ToolResultMessage) for r in m.results
-    }
+    answers = by_server_id(result.messages)  # by the ids the script gave the calls
     assert "ran longer than 2 s" in answers["long"].text
     assert "ran longer than 1 s" in answers["short"].text  # shortening is allowed
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Crash
+from tests.conftest import Crash, own_id
 from tether import Approve, ToolContext, create_agent, tool
 from tether.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from tether.models import FunctionModel
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tether import (AlreadyDecidedError, Approve, ConfigurationError, Reject,
                     ThreadBusyError, ToolContext, create_agent, tool)
-from tether.messages import ToolCall, ToolResultMessage
+from tether.messages import ToolCall, ToolResultMessage, UserMessage
 from tether.models import FunctionModel
 
 scenario, role, url, folder, rounds = sys.argv[1:]
@@ -45,7 +45,12 @@ def bump(n: int, context: ToolContext) -> str:
     return f"bumped {n}"
 
 def step(request):
-    done = sum(len(m.results) for m in request.messages if isinstance(m, ToolResultMessage))
+    # This run's calls only: when the other worker's run finished first, its calls are
+    # in the history too (counting them made this run answer at once, and the test flaky).
+    last = max(i for i, m in enumerate(request.messages) if isinstance(m, UserMessage))
+    done = sum(
+        len(m.results) for m in request.messages[last:] if isinstance(m, ToolResultMessage)
+    )
     return [ToolCall("bump", {"n": done})] if done < STEPS else "done"
 
 gated = scenario.startswith("decide")
@@ -261,10 +266,12 @@ def test_the_same_decision_twice_in_one_process_runs_the_call_once(tmp_path: Pat
         checkpointer=f"sqlite:///{tmp_path}/runs.db",
         interrupt_on={"slow": True},
     )
-    assert agent.run("go", thread_id="t").stop_reason == "interrupted"
+    paused = agent.run("go", thread_id="t")
+    assert paused.stop_reason == "interrupted"
+    c1 = own_id(paused.messages, "c1")  # tether's id of the call the model named c1
 
     async def both() -> list[Any]:
-        twice = [agent.aresume("t", decisions={"c1": Approve()}) for _ in range(2)]
+        twice = [agent.aresume("t", decisions={c1: Approve()}) for _ in range(2)]
         return await asyncio.gather(*twice, return_exceptions=True)
 
     first, second = asyncio.run(both())
@@ -272,9 +279,9 @@ def test_the_same_decision_twice_in_one_process_runs_the_call_once(tmp_path: Pat
     assert outcomes in (["RunResult", "ThreadBusyError"], ["AlreadyDecidedError", "RunResult"])
     assert runs == [1]
     # Sent again later, the answer names the earlier decision.
-    with pytest.raises(AlreadyDecidedError, match=r"slow \(c1\): approve") as caught:
-        agent.resume("t", decisions={"c1": Approve()})
-    assert caught.value.decisions == {"c1": Approve()}
+    with pytest.raises(AlreadyDecidedError, match=rf"slow \({c1}\): approve") as caught:
+        agent.resume("t", decisions={c1: Approve()})
+    assert caught.value.decisions == {c1: Approve()}
     with pytest.raises(AlreadyDecidedError):
         agent.resume("t", decisions=[Approve()])
     assert runs == [1]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import own_id
 from tether import create_agent, tool
 from tether.backends.permissions import Rule
 from tether.messages import ToolCall, ToolResult, ToolResultMessage
@@ -34,6 +35,7 @@ def _answer(value: Any, tmp_path: Path, **options: Any) -> ToolResult:
     saved = agent.history("t")  # what was saved reads back, equal to what was sent
     assert saved == list(result.messages)
     (answer,) = next(m for m in result.messages if isinstance(m, ToolResultMessage)).results
+    assert answer.call_id == own_id(result.messages, "c1")  # it answers the call, by tether's id
     answer.text.encode("utf-8")  # valid Unicode: a provider's JSON encoder takes it
     return answer
 
@@ -62,7 +64,7 @@ def test_a_value_that_cannot_be_shown_is_an_error_for_the_model(tmp_path: Path) 
 
 def test_a_preview_is_small_however_long_its_lines(tmp_path: Path) -> None:
     answer = _answer("x" * 5_000_000, tmp_path)
-    assert "saved to /large_tool_results/c1" in answer.text
+    assert f"saved to /large_tool_results/{answer.call_id}" in answer.text
     assert len(answer.text) < 1_000
     assert "[... line cut]" in answer.text
 
@@ -72,4 +74,4 @@ def test_a_refused_eviction_cuts_the_result_instead(tmp_path: Path) -> None:
     answer = _answer("y" * 500_000, tmp_path, permissions=deny)
     assert len(answer.text) < 90_000  # 20,000 tokens, and the note
     assert "more characters not shown" in answer.text
-    assert "saving the whole result to /large_tool_results/c1 failed" in answer.text
+    assert f"saving the whole result to /large_tool_results/{answer.call_id} failed" in answer.text
