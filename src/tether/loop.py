@@ -239,6 +239,7 @@ class _Run:
         self.warned_unknown_cost = False
         self.loops = LoopDetector()
         self.wire = OnTheWire()
+        self.announced = False
         self.handle_tool: ToolHandler = self._invoke_tool
         for capability in reversed(self.plan.around_tool):
             self.handle_tool = functools.partial(capability.around_tool, proceed=self.handle_tool)
@@ -273,7 +274,6 @@ class _Run:
 
     async def _execute(self) -> RunResult[Any]:
         state = self.state
-        state.emit(RunStarted(state.path, state.run_id))
         error: TetherError | None = None
         try:
             await self._run_until_stopped()
@@ -293,6 +293,7 @@ class _Run:
                 if error is None:
                     error = exc
                     result = self._result("error")
+        self._announce()  # a run that failed before it began still began
         state.emit(RunFinished(state.path, result))
         if error is not None:
             error.result = result
@@ -315,17 +316,26 @@ class _Run:
                     self.system_prompt = self.plan.run_system_prompt(extra)
                 if pending is not None:
                     self.state.messages.append(pending)
+                    self._announce()
                     await self._resume_calls(pending)
                 else:
                     self.new_messages_start = len(self.state.messages) - self.new_messages
                     if self.journal is not None:
                         await self.journal.begin(self.state, self.new_messages_start)
+                    self._announce()
                 while self.stop_reason is None:
                     await self._step()
         except TimeoutError:
             if not scope.expired():
                 raise
             self.stop_reason = "timeout"
+
+    def _announce(self) -> None:
+        """Say the run started, once: when it is on record, so that whoever stops it
+        from then on finds it in its thread."""
+        if not self.announced:
+            self.announced = True
+            self.state.emit(RunStarted(self.state.path, self.state.run_id))
 
     async def _step(self) -> None:
         if self._limit_reached():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -341,13 +342,17 @@ def test_the_readme_settings_example_is_valid(tmp_path: Path) -> None:
 def test_decisions_from_a_file_must_fit_the_waiting_calls(project: Path) -> None:
     done = tether(project, "run", "--json", "--model", model(project), "Write notes.")
     assert done.returncode == 3
-    thread = json.loads(done.stdout.splitlines()[-1])["thread_id"]
+    finished = json.loads(done.stdout.splitlines()[-1])
+    thread = finished["thread_id"]
+    [waiting] = finished["interrupts"]
+    assert waiting["tool"] == "write_file"
     wrong = tether(project, "resume", thread, "--decisions", "-", stdin='[{"kind": "maybe"}]')
     assert wrong.returncode == 2
     assert 'a decision is {"kind": "approve"}' in wrong.stderr
     too_many = tether(project, "resume", thread, "--decisions", "-", stdin="[{}, {}]")
     assert too_many.returncode == 2
-    edited = '{"call_3_0": {"kind": "edit", "args": {"file_path": "/N2.md", "content": "x"}}}'
+    edit = {"kind": "edit", "args": {"file_path": "/N2.md", "content": "x"}}
+    edited = json.dumps({waiting["call_id"]: edit})  # the call by tether's id
     done = tether(
         project, "resume", thread, "--decisions", "-", "--model", model(project), stdin=edited
     )
@@ -455,24 +460,42 @@ def test_a_thread_keeps_its_model_and_limits_unless_a_flag_says_otherwise(
 
 def test_the_agents_own_files_go_under_dot_tether(project: Path) -> None:
     long_answer = "\n".join(f"finding {n}" for n in range(12_000))  # past the eviction limit
-    script = {
-        "Report at length": [long_answer],
-        "": [
-            [
-                {
-                    "tool": "task",
-                    "args": {"subagent_type": "general-purpose", "description": "Report at length"},
-                }
-            ],
-            [{"tool": "read_file", "args": {"file_path": "/large_tool_results/call_0_0"}}],
-            "Read it back.",
-        ],
-    }
-    big = scripted(project, "big.json", script)
+    report = [
+        {
+            "tool": "task",
+            "args": {"subagent_type": "general-purpose", "description": "Report at length"},
+        }
+    ]
+    big = scripted(project, "big.json", {"Report at length": [long_answer], "": [report, "Saved."]})
     done = tether(project, "run", "--no-sandbox", "--yes", "--model", big, "report")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "✓ read_file /large_tool_results/call_0_0" in done.stdout
-    saved = project / ".tether" / "large_tool_results" / "call_0_0"
+    thread = _only_thread(project)
+    # A script cannot know the file's name beforehand: like a real model, it takes the
+    # path from the result, and reads it back in the thread's next run.
+    history = json.loads(tether(project, "show", "--json", thread).stdout)
+    [task] = [p for m in history if m["kind"] == "assistant" for p in m["parts"] if "id" in p]
+    [result] = [r for m in history if m["kind"] == "tool_results" for r in m["results"]]
+    assert result["call_id"] == task["id"]
+    [path] = re.findall(r"saved to (/large_tool_results/\S+)\. ", result["content"][0]["text"])
+    assert path == f"/large_tool_results/{task['id']}"  # the call's own id names the file
+    read_back = [report, "Saved.", [{"tool": "read_file", "args": {"file_path": path}}]]
+    again = scripted(
+        project, "again.json", {"Report at length": [long_answer], "": [*read_back, "Read it."]}
+    )
+    done = tether(
+        project,
+        "run",
+        "--thread",
+        thread,
+        "--no-sandbox",
+        "--yes",
+        "--model",
+        again,
+        "Now read it.",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"✓ read_file {path}" in done.stdout
+    saved = project / ".tether" / path.lstrip("/")
     assert saved.read_text().startswith("finding 0\nfinding 1\n")
     assert not (project / "large_tool_results").exists()  # never in the user's tree
     assert sorted(p.name for p in project.iterdir()) == [".tether", "README.md"]

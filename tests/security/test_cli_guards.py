@@ -35,10 +35,12 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _results(stdout: str) -> list[dict[str, object]]:
-    """The finished calls, in the order the model made them."""
+    """The finished calls, in the order the model made them: a script numbers its calls
+    in the ids it gives them, which tether keeps as the calls' `provider_id`."""
     events = [json.loads(line) for line in stdout.splitlines()]
     finished = [e for e in events if e["kind"] == "tool_call_finished"]
-    return sorted(finished, key=lambda e: str(e["result"]["call_id"]))  # type: ignore[index]
+    assert all(e["result"]["call_id"] == e["call"]["id"] for e in finished)
+    return sorted(finished, key=lambda e: str(e["call"]["provider_id"]))  # type: ignore[index]
 
 
 def test_safe_globs_and_the_git_guard_hold_through_links(repository: Path, tmp_path: Path) -> None:

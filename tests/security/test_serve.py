@@ -33,6 +33,13 @@ ROUTES = [
 ]
 
 
+def waiting_on(body: str) -> str:
+    """The id of the one interrupt a run's AG-UI stream ended at."""
+    [interrupt] = events(body)[-1]["outcome"]["interrupts"]
+    interrupt_id: str = interrupt["id"]
+    return interrupt_id
+
+
 def counting(tmp_path: Path, log: list[str]) -> Agent[str]:
     @tool
     def deploy(target: str) -> str:
@@ -107,10 +114,10 @@ async def test_two_clicks_on_one_approval_run_the_call_once(tmp_path: Path) -> N
     log: list[str] = []
     application = app({"a": counting(tmp_path, log)}, token=TOKEN)
     async with client(application) as c:
-        await c.post("/api/agents/a", json=run_input("t", "Go."))
+        waiting = waiting_on((await c.post("/api/agents/a", json=run_input("t", "Go."))).text)
         clicks = await asyncio.gather(
             *(
-                c.post("/api/agents/a", json=run_input("t", resume=approve("main:d1")))
+                c.post("/api/agents/a", json=run_input("t", resume=approve(waiting)))
                 for _ in range(5)
             )
         )
@@ -126,10 +133,10 @@ async def test_two_servers_on_one_database_run_an_approved_call_once(tmp_path: P
     first = app({"a": counting(tmp_path, log)}, token=TOKEN)
     second = app({"a": counting(tmp_path, log)}, token=TOKEN)
     async with client(first) as one, client(second) as two:
-        await one.post("/api/agents/a", json=run_input("t", "Go."))
+        waiting = waiting_on((await one.post("/api/agents/a", json=run_input("t", "Go."))).text)
         clicks = await asyncio.gather(
-            one.post("/api/agents/a", json=run_input("t", resume=approve("main:d1"))),
-            two.post("/api/agents/a", json=run_input("t", resume=approve("main:d1"))),
+            one.post("/api/agents/a", json=run_input("t", resume=approve(waiting))),
+            two.post("/api/agents/a", json=run_input("t", resume=approve(waiting))),
         )
         detail = (await two.get("/api/agents/a/threads/t")).json()
     assert sorted(r.status_code for r in clicks) == [200, 409]
@@ -182,7 +189,7 @@ async def test_a_readable_file_shows_its_whole_change(tmp_path: Path) -> None:
     async with client(application) as c:
         await c.post("/api/agents/a", json=run_input("t", "Edit."))
         [card] = (await c.get("/api/agents/a/threads/t")).json()["interrupts"]
-        done = await c.post("/api/agents/a", json=run_input("t", resume=approve("main:e1")))
+        done = await c.post("/api/agents/a", json=run_input("t", resume=approve(card["id"])))
     assert card["metadata"]["diff"].splitlines()[2:] == [
         "@@ -1,3 +1,3 @@",
         " one",

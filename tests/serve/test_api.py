@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,13 @@ from tether.messages import AssistantMessage, TextPart, ThinkingPart, ToolCall
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.models.scripted import Turn
 from tether.serve import app, new_token
+
+
+def waiting_on(found: list[dict[str, Any]]) -> str:
+    """The id of the one interrupt a run's AG-UI events ended at."""
+    [interrupt] = found[-1]["outcome"]["interrupts"]
+    interrupt_id: str = interrupt["id"]
+    return interrupt_id
 
 
 def deploy_agent(tmp_path: Path, log: list[str], *, gate: bool = True) -> Agent[str]:
@@ -75,11 +83,14 @@ async def test_a_run_streams_as_ag_ui_events_and_stops_at_an_approval(tmp_path: 
     assert found[7]["delta"] == "Deploying."
     assert found[9]["toolCallName"] == "deploy"
     assert json.loads(found[10]["delta"]) == {"target": "prod"}
+    call_id = found[9]["toolCallId"]  # tether's own id, not the model's "d1"
+    assert re.fullmatch(r"call_[0-9a-f]{16}", call_id)
+    assert found[10]["toolCallId"] == found[11]["toolCallId"] == call_id
     finished = found[-1]
     assert finished["outcome"]["type"] == "interrupt"
     [interrupt] = finished["outcome"]["interrupts"]
-    assert interrupt["id"] == "main:d1"
-    assert interrupt["toolCallId"] == "d1"
+    assert interrupt["id"] == f"main:{call_id}"
+    assert interrupt["toolCallId"] == call_id
     assert interrupt["metadata"]["args"] == {"target": "prod"}
     assert finished["metadata"]["stop_reason"] == "interrupted"
     assert finished["usage"][0]["inputTokens"] > 0
@@ -93,16 +104,19 @@ async def test_an_approval_runs_the_call_once_and_the_run_finishes(tmp_path: Pat
         await c.post("/api/agents/ops", json=run_input("t1", "Ship it."))
         waiting = (await c.get("/api/agents/ops/threads/t1")).json()
         assert waiting["status"] == "waiting for approval"
-        assert [i["id"] for i in waiting["interrupts"]] == ["main:d1"]
+        [call] = waiting["messages"][-1]["toolCalls"]
+        assert [i["id"] for i in waiting["interrupts"]] == [f"main:{call['id']}"]
 
-        response = await c.post("/api/agents/ops", json=run_input("t1", resume=approve("main:d1")))
+        chosen = approve(f"main:{call['id']}")
+        response = await c.post("/api/agents/ops", json=run_input("t1", resume=chosen))
         found = events(response.text)
         result = next(e for e in found if e["type"] == "TOOL_CALL_RESULT")
         assert result["content"] == "deployed prod"
+        assert result["toolCallId"] == call["id"]
         assert found[-1]["outcome"]["type"] == "success"
         assert found[-1]["result"] == "Deployed."
 
-        again = await c.post("/api/agents/ops", json=run_input("t1", resume=approve("main:d1")))
+        again = await c.post("/api/agents/ops", json=run_input("t1", resume=chosen))
         assert again.status_code == 409
         assert "answered before" in again.json()["error"]
         done = (await c.get("/api/agents/ops/threads/t1")).json()
@@ -125,9 +139,9 @@ async def test_each_decision_is_taken_from_the_page(
     log: list[str] = []
     application = app({"ops": deploy_agent(tmp_path, log)}, token=TOKEN)
     async with client(application) as c:
-        await c.post("/api/agents/ops", json=run_input("t1", "Ship it."))
+        first = events((await c.post("/api/agents/ops", json=run_input("t1", "Ship it."))).text)
         response = await c.post(
-            "/api/agents/ops", json=run_input("t1", resume=approve("main:d1", payload))
+            "/api/agents/ops", json=run_input("t1", resume=approve(waiting_on(first), payload))
         )
     finished = next(e for e in events(response.text) if e["type"] == "TOOL_CALL_RESULT")
     assert result in finished["content"]
@@ -138,13 +152,12 @@ async def test_each_decision_is_taken_from_the_page(
 async def test_bad_decisions_are_refused_with_a_readable_error(tmp_path: Path) -> None:
     application = app({"ops": deploy_agent(tmp_path, [])}, token=TOKEN)
     async with client(application) as c:
-        await c.post("/api/agents/ops", json=run_input("t1", "Ship it."))
+        first = events((await c.post("/api/agents/ops", json=run_input("t1", "Ship it."))).text)
         unknown = await c.post("/api/agents/ops", json=run_input("t1", resume=approve("main:zz")))
         assert unknown.status_code == 400
         assert "'main:zz' is not waiting" in unknown.json()["error"]
-        bad = await c.post(
-            "/api/agents/ops", json=run_input("t1", resume=approve("main:d1", {"kind": "maybe"}))
-        )
+        maybe = approve(waiting_on(first), {"kind": "maybe"})
+        bad = await c.post("/api/agents/ops", json=run_input("t1", resume=maybe))
         assert bad.status_code == 400
         assert "a decision is" in bad.json()["error"]
         garbage = await c.post("/api/agents/ops", json={"threadId": "t1"})
@@ -193,13 +206,21 @@ async def test_a_subagent_streams_through_its_parent_and_its_approval_names_it(
         assert text["subagentRunId"] == "task:shipper#1"
         suspended = next(e for e in first if e["type"] == "SUBAGENT_FINISHED")
         assert suspended["outcome"]["type"] == "suspended"
+        [deploying] = [
+            e
+            for e in first
+            if e["type"] == "TOOL_CALL_START" and e.get("subagentRunId") == "task:shipper#1"
+        ]
+        assert deploying["toolCallName"] == "deploy"
         [interrupt] = first[-1]["outcome"]["interrupts"]
-        assert interrupt["id"] == "main/task:shipper#1:d1"
+        assert interrupt["id"] == f"main/task:shipper#1:{deploying['toolCallId']}"
         assert interrupt["subagentRunId"] == "task:shipper#1"
 
         detail = (await c.get("/api/agents/ops/threads/t")).json()
         [sub] = detail["subagents"]
-        assert sub["call_id"] == "t1"
+        [task] = [t for m in detail["messages"] for t in m.get("toolCalls") or []]
+        assert task["function"]["name"] == "task"
+        assert sub["call_id"] == task["id"]
         assert sub["status"] == "waiting for approval"
 
         second = await c.post(
@@ -331,7 +352,7 @@ async def test_stop_ends_a_live_run_and_records_it_cancelled(tmp_path: Path) -> 
         assert found[-1]["type"] == "RUN_FINISHED"
         assert found[-1]["outcome"]["type"] == "cancelled"
         detail = (await c.get("/api/agents/a/threads/t")).json()
-        assert detail["status"] == "cancelled"
+        assert detail.get("status") == "cancelled", detail
         assert (await c.post("/api/agents/a/threads/t/stop")).status_code == 409
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import own_id
 from tests.serve.helpers import TOKEN, served
 from tether import create_agent
 from tether.agent import Agent
@@ -126,12 +127,14 @@ def test_a_run_is_watched_and_approved_from_the_page(tmp_path: Path, browser: An
         assert page.locator("#conversation img, #conversation script").count() == 0
     assert errors == []
     assert (root / "notes.md").read_text() == "# Notes\nhello from tether\n"
+    history = agent.history(agent.threads()[0].thread_id)
+    write = own_id(history, "c3")  # the write_file call, by tether's id
     results = [
         r
-        for m in agent.history(agent.threads()[0].thread_id)
+        for m in history
         if isinstance(m, ToolResultMessage)
         for r in m.results
-        if r.call_id == "c3"
+        if r.call_id == write
     ]
     assert len(results) == 1
 

@@ -371,10 +371,7 @@ class _Server:
                 return _refusal(exc)
         live = self.live.get(name, thread_id)
         if live is not None:
-            live.stop()
-            if live.task is not None:
-                with contextlib.suppress(BaseException):
-                    await live.task
+            await live.stop()
             return JSONResponse({"stopped": thread_id})
         try:  # a worker ends the step it is in before letting the thread go
             abandoned = await agent.aabandon(thread_id, wait=_ABANDON_WAIT if durable else 0)

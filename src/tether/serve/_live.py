@@ -24,6 +24,7 @@ __all__ = ["LiveRun", "LiveRuns"]
 
 _ENCODER = EventEncoder()
 _KEEPALIVE_SECONDS = 15.0
+_BEGIN_WAIT_SECONDS = 10.0  # how long a stop waits for a starting run to take its thread
 
 
 def encode(event: BaseEvent) -> str:
@@ -110,9 +111,17 @@ class LiveRun:
             await self.agent.aabandon(self.thread_id, wait=5.0)
         self.push(self.translator.stopped())
 
-    def stop(self) -> None:
-        if self.task is not None and not self.done:
-            self.task.cancel()
+    async def stop(self) -> None:
+        """Cancel the run, and wait for it to end. A run that does not hold its thread
+        yet is given a moment to take it first, so that it is recorded as cancelled
+        (stopped before, it would leave nothing behind and its client an error)."""
+        if self.task is None or self.done:
+            return
+        with contextlib.suppress(Exception, TimeoutError):
+            await asyncio.wait_for(self.begun(), _BEGIN_WAIT_SECONDS)
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
 
 
 class LiveRuns:
@@ -169,10 +178,4 @@ class LiveRuns:
 
     async def close(self) -> None:
         """Stop every live run (the server is going down); each is recorded as cancelled."""
-        runs = list(self._runs.values())
-        for live in runs:
-            live.stop()
-        for live in runs:
-            if live.task is not None:
-                with contextlib.suppress(BaseException):
-                    await live.task
+        await asyncio.gather(*(live.stop() for live in list(self._runs.values())))
