@@ -138,8 +138,9 @@ async def test_a_routed_directory_checks_hard_links_by_their_full_path(root: Pat
         [Rule(operations={"read"}, paths=["/disk/secrets/**"], mode="deny")],
     )
     read = await call_tool(routed, "read_file", file_path="/disk/hard.txt")
-    assert read.text == (
-        "Permission denied: /hard.txt is a hard link to /secrets/key.txt, which may not be read."
+    assert read.text == (  # the paths as the agent knows them, the route's prefix included
+        "Permission denied: /disk/hard.txt is a hard link to /disk/secrets/key.txt, which may "
+        "not be read."
     )
 
 

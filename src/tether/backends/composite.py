@@ -70,7 +70,7 @@ class CompositeBackend:
         backend, prefix, inner = self._route(path)
         entries: dict[str, FileInfo] = {}
         try:
-            with _named(prefix, inner):
+            with _named(prefix):
                 listed = await backend.ls(inner)
             for info in listed:
                 entries[_outer(prefix, info.path)] = _moved(info, prefix)
@@ -84,23 +84,23 @@ class CompositeBackend:
 
     async def read(self, path: str) -> bytes:
         backend, prefix, inner = self._route(path)
-        with _named(prefix, inner):
+        with _named(prefix):
             return await backend.read(inner)
 
     async def write(self, path: str, data: bytes) -> None:
         backend, prefix, inner = self._route(path)
-        with _named(prefix, inner):
+        with _named(prefix):
             await backend.write(inner, data)
 
     async def update(self, path: str, change: Change) -> bytes:
         backend, prefix, inner = self._route(path)
-        with _named(prefix, inner):
-            return await update(backend, inner, change)
+        with _named(prefix):
+            return await update(backend, inner, _given(change))
 
     async def stat(self, path: str) -> FileInfo | None:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        with _named(prefix, inner):
+        with _named(prefix):
             info = await backend.stat(inner)
         if info is None and self._inside(path):
             return FileInfo(path, is_dir=True)
@@ -109,7 +109,7 @@ class CompositeBackend:
     async def files(self, path: str) -> list[FileInfo]:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        with _named(prefix, inner):
+        with _named(prefix):
             found = [_moved(f, prefix) for f in await backend.files(inner)]
         for route in self._inside(path):
             found = [f for f in found if not is_under(f.path, route)]  # shadowed by the route
@@ -122,7 +122,7 @@ class CompositeBackend:
         path = clean(path)
         backend, prefix, inner = self._route(path)
         options = {"literal": literal, "ignore_case": ignore_case}
-        with _named(prefix, inner):
+        with _named(prefix):
             found = await backend.grep(pattern, inner, **options)
         hits = [GrepHit(_outer(prefix, h.path), h.line, h.text) for h in found]
         for route in self._inside(path):
@@ -135,16 +135,40 @@ class CompositeBackend:
 
 
 @contextlib.contextmanager
-def _named(prefix: str, inner: str) -> Iterator[None]:
-    """A routed backend's error names the path as the agent gave it, not as the route's
-    backend saw it ("/mem/a.md", not "/a.md", which would be another file)."""
+def _named(prefix: str) -> Iterator[None]:
+    """A routed backend's error names paths as the agent knows them, not as that backend
+    does ("/mem/a.md", not "/a.md", which would be another file): every path in it is
+    one of that backend's own, so each gets the route's prefix."""
     try:
         yield
+    except _Given:
+        raise
     except BackendError as exc:
         if not prefix:
             raise
-        whole = re.compile(rf"(?<![^\s'\"(]){re.escape(inner)}(?=[\s'\".,:;)]|$)")
-        raise BackendError(whole.sub(_outer(prefix, inner), str(exc))) from None
+        named = _PATH.sub(lambda m: _outer(prefix, m.group(0)), str(exc))
+        raise BackendError(named) from None
+
+
+# A path in a message: it starts after a space, a quote or a bracket, and ends before
+# one, or before a comma, colon or semicolon, or a full stop that ends a sentence.
+_PATH = re.compile(r"(?<![^\s'\"(])/[^\s'\",:;()]*?(?=[\s'\",:;)]|\.(?:\s|$)|$)")
+
+
+class _Given(BackendError):
+    """An error of the caller's `change`, which names paths as the agent gave them."""
+
+
+def _given(change: Change) -> Change:
+    def run(current: bytes | None) -> bytes:
+        try:
+            return change(current)
+        except _Given:
+            raise
+        except BackendError as exc:
+            raise _Given(str(exc)) from None
+
+    return run
 
 
 def _outer(prefix: str, inner: str) -> str:
