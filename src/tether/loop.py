@@ -742,14 +742,8 @@ class _Run:
         order: dict[int, list[int]] = {}
         for position, i in enumerate(indexes):
             scope = scopes.get(i)
-            order[i] = [
-                j
-                for j in indexes[:position]
-                if scope is not None
-                and j in scopes
-                and (scope[1] or scopes[j][1])
-                and (is_under(scope[0], scopes[j][0]) or is_under(scopes[j][0], scope[0]))
-            ]
+            earlier = indexes[:position] if scope is not None else []
+            order[i] = [j for j in earlier if j in scopes and _overlap(scope, scopes[j])]
         return order
 
     async def _run_tool_after(
@@ -856,6 +850,14 @@ class _StreamedCalls:
             count = max((k for k in self.ids if isinstance(k, int)), default=-1) + 1
             return [self.ids.get(n) or new_call_id() for n in range(count)]
         return list(self.ids.values())  # in the order their arguments began
+
+
+def _overlap(one: tuple[str, bool] | None, other: tuple[str, bool]) -> bool:
+    """Whether two calls' (path, writes) must not run at once: one path is the other or
+    under it, and one of them writes."""
+    if one is None or not (one[1] or other[1]):
+        return False
+    return is_under(one[0], other[0]) or is_under(other[0], one[0])
 
 
 def _loop_deadline(budget: Budget) -> float | None:

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tether import Limits, create_agent
 from tether.backends import CompositeBackend, FilesystemBackend, StateBackend, StoreBackend
 from tether.backends.search import split_lines
-from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
+from tether.messages import AssistantMessage, ToolCall, ToolResult, ToolResultMessage
 from tether.models import FunctionModel, ModelRequest
 from tether.stores import SqliteStore
 
@@ -92,6 +92,14 @@ def apply(files: dict[str, str], call: ToolCall) -> Expected:  # noqa: PLR0911
         return Expected(True, f"occurs {count} times")
     files[path] = text.replace(old, new)
     return Expected(False, f"Replaced {count} occurrence(s) in {path}.")
+
+
+def matches(got: ToolResult, expected: Expected, call: ToolCall) -> None:
+    assert got.is_error == expected.is_error, (call, got.text, expected)
+    if expected.is_error:
+        assert expected.text in got.text, (call, got.text)
+    else:
+        assert got.text == expected.text, (call, got.text)
 
 
 class Setup:
@@ -180,12 +188,7 @@ class FileTools(RuleBasedStateMachine):
         assert not self.ids & set(own), "an id of an earlier turn given again"
         self.ids |= set(own)
         for call, got in zip(self.batch, answered.results, strict=True):
-            expected = apply(self.model, call)
-            assert got.is_error == expected.is_error, (call, got.text, expected)
-            if expected.is_error:
-                assert expected.text in got.text, (call, got.text)
-            else:
-                assert got.text == expected.text, (call, got.text)
+            matches(got, apply(self.model, call), call)
 
     @invariant()
     def same_files(self) -> None:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tests.integrity.test_file_model import Expected, apply, calls
+from tests.integrity.test_file_model import Expected, apply, calls, matches
 from tether import Limits, create_agent, tool
 from tether.backends import FilesystemBackend, StateBackend
 from tether.messages import AssistantMessage, ToolCall, ToolResultMessage
@@ -139,11 +139,7 @@ class Killed(RuleBasedStateMachine):
                 expected = Expected(True, "whether it took effect is unknown")
             else:
                 expected = apply(self.model, call)
-            assert got.is_error == expected.is_error, (call, got.text, expected)
-            if expected.is_error:
-                assert expected.text in got.text, (call, got.text)
-            else:
-                assert got.text == expected.text, (call, got.text)
+            matches(got, expected, call)
 
     @invariant()
     def same_files(self) -> None:

@@ -19,6 +19,7 @@ from tether.backends.errors import BackendError
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
+    "OFF_LOOP_BYTES",
     "Admits",
     "Backend",
     "Change",
@@ -123,24 +124,26 @@ async def update(backend: Backend, path: str, change: Change) -> bytes:
         return data
 
 
-_BIG = 256 * 1024
+OFF_LOOP_BYTES = 256 * 1024
+"""Work on a file bigger than this (an edit, a hash) runs on a worker thread, so that it
+does not hold up the event loop."""
 
 
 async def changed(change: Change, current: bytes | None) -> bytes:
-    """`change(current)`, on a worker thread when the file is big enough for it to hold
-    up the event loop (an edit searches and copies the whole file)."""
-    if current is not None and len(current) > _BIG:
+    """`change(current)`, on a worker thread for a big file (an edit searches and copies
+    the whole of it)."""
+    if current is not None and len(current) > OFF_LOOP_BYTES:
         return await asyncio.to_thread(change, current)
     return change(current)
 
 
-async def create(backend: Backend, path: str, data: bytes) -> None:
-    """Make the new file `path`, failing with `BackendError` if anything is there already
-    (also when it appeared a moment ago)."""
+async def create(backend: Backend, path: str, data: bytes, *, taken: str | None = None) -> None:
+    """Make the new file `path`, failing with `BackendError` (its message `taken`, when
+    given) if anything is there already, also when it appeared a moment ago."""
 
     def fresh(current: bytes | None) -> bytes:
         if current is not None:
-            raise BackendError(f"{path} already exists.")
+            raise BackendError(taken or f"{path} already exists.")
         return data
 
     await update(backend, path, fresh)

@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Backend, FileInfo, GrepHit, update
+from tether.backends.base import (
+    DEFAULT_MAX_FILE_BYTES,
+    OFF_LOOP_BYTES,
+    Backend,
+    FileInfo,
+    GrepHit,
+    create,
+    update,
+)
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
@@ -166,16 +174,11 @@ async def write_file(context: ToolContext, file_path: str, content: str) -> str:
     path = clean(file_path)
     backend = _backend(context)
     data = content.encode()
-
-    def create(current: bytes | None) -> bytes:
-        if current is not None:  # also when it was made a moment ago, by anyone
-            raise BackendError(
-                f"{path} is a file that already exists. To change a file, read it with "
-                "read_file and use edit_file."
-            )
-        return data
-
-    await update(backend, path, create)
+    taken = (
+        f"{path} is a file that already exists. To change a file, read it with read_file "
+        "and use edit_file."
+    )
+    await create(backend, path, data, taken=taken)
     _seen(context)[path] = await _digest(data)
     return f"Wrote {len(data)} bytes to {path}."
 
@@ -263,7 +266,7 @@ def _digest_of(data: bytes) -> bytes:
 
 
 async def _digest(data: bytes) -> bytes:
-    if len(data) > 256 * 1024:  # a big file: hashed off the event loop
+    if len(data) > OFF_LOOP_BYTES:
         return await asyncio.to_thread(_digest_of, data)
     return _digest_of(data)
 
