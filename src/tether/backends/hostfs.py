@@ -293,19 +293,20 @@ class Root:
         one ever sees the file part-written."""
         parts = _parts(path)
         parent = self.make_dirs("/".join(parts[:-1]))
-        temporary = None
+        name, temporary = parts[-1], None
         try:
             temporary = _written(parent, data, None)
-            try:  # a hard link is made only where nothing is: the one atomic "create with"
-                # follow_symlinks=False: a name swapped for a symlink is linked as the link
-                name, into = parts[-1], parent
-                os.link(temporary, name, src_dir_fd=into, dst_dir_fd=into, follow_symlinks=False)
+            # A link is made only where nothing is: the one atomic "create, with content".
+            # Not following symlinks, a temporary swapped for one meanwhile is linked as is.
+            at = {"src_dir_fd": parent, "dst_dir_fd": parent}
+            try:
+                os.link(temporary, name, **at, follow_symlinks=False)
             except OSError as exc:
                 if exc.errno not in _NO_HARD_LINKS:
                     raise
-                if _lstat_at(parent, parts[-1]) is not None:  # a filesystem without links
+                if _lstat_at(parent, name) is not None:  # a filesystem without links
                     raise FileExistsError(errno.EEXIST, "exists", path) from None
-                os.rename(temporary, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+                os.rename(temporary, name, **at)
                 temporary = None
         finally:
             _discard(parent, temporary)
