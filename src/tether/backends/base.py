@@ -4,6 +4,10 @@ Every backend takes clean virtual paths (see `tether.backends.paths`) and raises
 `BackendError` with a message the model can act on. `glob` and `grep` are written once,
 in `tether.backends.search`, over `files` and `read`; a backend may answer them faster
 itself as long as the results are the same.
+
+A change that depends on what a file holds (an edit, a file made only if there is none)
+goes through `update`, so that no other write comes between reading and writing: a
+backend that can make that hold across processes has an `update` method of its own.
 """
 
 from __future__ import annotations
