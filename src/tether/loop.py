@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
 import uuid
 import warnings
@@ -65,7 +66,7 @@ from tether.messages import (
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
 from tether.output import FINAL_RESULT
-from tether.state import RunState, ToolContext
+from tether.state import FILES_SEEN, RunState, ToolContext
 from tether.tracing import failed, span
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ async def execute_run(
     if thread is not None:
         state.files = dict(thread.files)
         state.todos = thread.todos
+        state.data[FILES_SEEN] = dict(thread.seen)  # a file changed since is read again
         if resume:
             _restore(state, budget, thread)
     run = _Run(agent, state, budget, new_messages, journal)
@@ -739,7 +741,11 @@ class _Run:
                 scopes[i] = (clean(named), not tool.read_only)
             except BackendError:  # a path the tool refuses anyway
                 continue
-        order: dict[int, list[int]] = {}
+        order: dict[int, list[int]] = {i: [] for i in indexes}
+        if len(scopes) > _MOST_COMPARED:  # a huge turn: its calls on paths, one by one
+            scoped = [i for i in indexes if i in scopes]
+            order.update({i: [j] for j, i in itertools.pairwise(scoped)})
+            return order
         for position, i in enumerate(indexes):
             scope = scopes.get(i)
             earlier = indexes[:position] if scope is not None else []
@@ -850,6 +856,11 @@ class _StreamedCalls:
             count = max((k for k in self.ids if isinstance(k, int)), default=-1) + 1
             return [self.ids.get(n) or new_call_id() for n in range(count)]
         return list(self.ids.values())  # in the order their arguments began
+
+
+_MOST_COMPARED = 200
+"""Calls on paths in one turn past which each is not compared with every other (the
+comparisons grow with the square of their number): they run one by one instead."""
 
 
 def _overlap(one: tuple[str, bool] | None, other: tuple[str, bool]) -> bool:

@@ -12,6 +12,7 @@ Every class carries a `kind` literal so code that matches on them can end with
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import re
@@ -237,13 +238,13 @@ def own_calls(message: AssistantMessage, ids: Sequence[str] = ()) -> AssistantMe
     calls = message.tool_calls
     if not calls:
         return message
-    given = [c.id for c in calls]
+    given = collections.Counter(c.id for c in calls)
     own = iter([*ids[: len(calls)], *(new_call_id() for _ in calls[len(ids) :])])
 
     def owned(part: AssistantPart) -> AssistantPart:
         if not isinstance(part, ToolCall):
             return part
-        usable = part.id if part.id and given.count(part.id) == 1 else None
+        usable = part.id if part.id and given[part.id] == 1 else None
         return ToolCall(part.name, part.args, next(own), usable)
 
     return replace(message, parts=tuple(owned(p) for p in message.parts))

@@ -12,7 +12,11 @@ from tether.messages import Message, ToolCall, Usage
 if TYPE_CHECKING:
     from tether.limits import Budget
 
-__all__ = ["RunState", "Todo", "TodoStatus", "ToolContext"]
+__all__ = ["FILES_SEEN", "RunState", "Todo", "TodoStatus", "ToolContext"]
+
+FILES_SEEN = "files_seen"
+"""In RunState.data: a digest of each file as the agent last read or wrote it, by path,
+so that an edit made from an older reading is refused. The thread keeps it."""
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from tether.backends.errors import BackendError
 
@@ -32,10 +32,13 @@ __all__ = [
     "Operation",
     "changed",
     "create",
+    "finished",
     "update",
 ]
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+
+T = TypeVar("T")
 
 Operation: TypeAlias = Literal["read", "write"]
 Admits: TypeAlias = Callable[[Operation, str], bool]
@@ -119,7 +122,7 @@ async def update(backend: Backend, path: str, change: Change) -> bytes:
     if own is not None:
         data: bytes = await own(path, change)
         return data
-    async with _one_at_a_time((id(backend), path)):
+    async with one_at_a_time((id(backend), path)):
         current = None
         if await backend.stat(path) is not None:
             current = await backend.read(path)
@@ -141,6 +144,18 @@ async def changed(change: Change, current: bytes | None) -> bytes:
     return change(current)
 
 
+async def finished(work: Awaitable[T]) -> T:
+    """Await `work` (a write on a worker thread, say) to its end even when the caller is
+    cancelled meanwhile, and then pass the cancellation on: a call that is called off is
+    never reported cancelled while its write goes on, to land later."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
+
+
 async def create(backend: Backend, path: str, data: bytes, *, taken: str | None = None) -> None:
     """Make the new file `path`, failing with `BackendError` (its message `taken`, when
     given) if anything is there already, also when it appeared a moment ago."""
@@ -159,7 +174,7 @@ _WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, list[An
 
 
 @asynccontextmanager
-async def _one_at_a_time(key: Any) -> AsyncIterator[None]:
+async def one_at_a_time(key: Any) -> AsyncIterator[None]:
     """Hold the lock of `key` on this event loop, in the order the holders asked."""
     locks = _WAITING.setdefault(asyncio.get_running_loop(), {})
     entry = locks.setdefault(key, [asyncio.Lock(), 0])

@@ -16,6 +16,7 @@ import asyncio
 import copy
 import errno
 import fcntl
+import functools
 import os
 import stat
 import time
@@ -23,9 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Admits, Change, FileInfo, GrepHit
+from tether.backends.base import (
+    DEFAULT_MAX_FILE_BYTES,
+    Admits,
+    Change,
+    FileInfo,
+    GrepHit,
+    finished,
+)
 from tether.backends.errors import BackendError
-from tether.backends.hostfs import Root
+from tether.backends.hostfs import TEMPORARY_PREFIX, Root
 from tether.backends.paths import clean, join
 from tether.backends.search import Pattern, compile_pattern, grep_text
 from tether.errors import ConfigurationError
@@ -161,35 +169,34 @@ class FilesystemBackend:
 
     async def write(self, path: str, data: bytes) -> None:
         self._check_size(data)
-        await asyncio.to_thread(self._update, clean(path), lambda current: data, False)
+        await self._update(clean(path), lambda current: data, reads=False)
 
     async def update(self, path: str, change: Change) -> bytes:
         """See `tether.backends.base.update`. Every write of this backend's holds an
         exclusive `flock` on the file from reading it to renaming the new one over it,
-        so updates from other threads and other processes wait their turn; a write from
-        elsewhere (a command, an editor) can still come between."""
-        return await asyncio.to_thread(self._update, clean(path), change, True)
+        so writes from other tasks and other processes wait their turn (on the event
+        loop, `LOCK_WAIT_SECONDS` at most); a write from elsewhere (a command, an
+        editor) can still come between. A call cancelled while it waits writes nothing."""
+        return await self._update(clean(path), change, reads=True)
 
-    def _update(self, path: str, change: Change, reads: bool) -> bytes:
+    async def _update(self, path: str, change: Change, *, reads: bool) -> bytes:
         """The new content of `path`, written; `reads=False` writes without reading the
         old one (`change` then gets None for an existing file too)."""
         if path == "/":
             raise BackendError("'/' is a directory; give a file path.")
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
-            fd, missing = self._open_to_write(path, reads)
+            fd, missing = await finished(asyncio.to_thread(self._open_to_write, path, reads))
             try:
                 if fd is None:
-                    data = self._check_size(change(None))
-                    self._replace(path, data, new=missing)
-                    return data
-                st = self._lock(path, fd, deadline)
-                if not self.host.holds(path, st):
-                    continue  # replaced while we waited: update the file there now
-                current = self._read_open(path, fd, _Aliases(self.host)) if reads else None
-                data = self._check_size(change(current))
-                self._replace(path, data, new=False)
-                return data
+                    write = functools.partial(self._replace, path, change, None, new=missing)
+                else:
+                    st = await self._lock(path, fd, deadline)
+                    write = functools.partial(self._replace, path, change, (fd, st), reads=reads)
+                written = await finished(asyncio.to_thread(write))
+                if written is not None:
+                    return written
+                # replaced while we waited: update the file there now
             except FileExistsError:
                 continue  # made meanwhile: update that one
             finally:
@@ -211,7 +218,25 @@ class FilesystemBackend:
         except OSError as exc:
             raise self._write_error(path, exc) from None
 
-    def _replace(self, path: str, data: bytes, *, new: bool) -> None:
+    def _replace(
+        self,
+        path: str,
+        change: Change,
+        locked: tuple[int, os.stat_result] | None,
+        *,
+        new: bool = False,
+        reads: bool = False,
+    ) -> bytes | None:
+        """Write `change` of the file: the one `locked` (its fd and what it was; None
+        when it is no longer at `path`), else a new file (`new`) or one not read."""
+        current = None
+        if locked is not None:
+            fd, st = locked
+            if not self.host.holds(path, st):
+                return None
+            if reads:
+                current = self._read_open(path, fd, _Aliases(self.host))
+        data = self._check_size(change(current))
         try:
             if new:
                 self.host.create_new(path, data)
@@ -221,9 +246,11 @@ class FilesystemBackend:
             raise
         except OSError as exc:
             raise self._write_error(path, exc) from None
+        return data
 
-    def _lock(self, path: str, fd: int, deadline: float) -> os.stat_result:
-        """Take the file's lock, waiting for it until `deadline`; what the file is."""
+    async def _lock(self, path: str, fd: int, deadline: float) -> os.stat_result:
+        """Take the file's lock, waiting for it on the event loop until `deadline`;
+        what the file is."""
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise BackendError(f"{path} is a directory; give a file path.")
@@ -232,7 +259,7 @@ class FilesystemBackend:
         pause = 0.001
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # never blocks
                 return st
             except BlockingIOError:
                 if time.monotonic() >= deadline:
@@ -240,7 +267,7 @@ class FilesystemBackend:
                         f"{path} stayed locked by another writer for {LOCK_WAIT_SECONDS:g} s; "
                         "try again later."
                     ) from None
-                time.sleep(pause)
+                await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
             except OSError as exc:
                 if exc.errno in _NO_LOCKS:  # a filesystem without locks: write as before
@@ -401,7 +428,10 @@ class _Aliases:
 
 
 def _addressable(name: str) -> bool:
-    """Whether the agent can name this entry: valid UTF-8, and a name `clean` accepts."""
+    """Whether the agent can name this entry: valid UTF-8, and a name `clean` accepts;
+    not a write of tether's that a killed process left half made."""
+    if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
+        return False
     if name.isascii() and name.isprintable() and name.strip() == name and "\\" not in name:
         return True  # most names, quickly (scandir never gives "." or "..")
     try:

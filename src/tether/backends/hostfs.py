@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LinkInPath", "Root"]
+__all__ = ["TEMPORARY_PREFIX", "LinkInPath", "Root"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -268,7 +268,6 @@ class Root:
         parts = _parts(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         name = parts[-1]
-        temporary = None
         try:
             old = _lstat_at(parent, name)
             if old is not None:
@@ -280,11 +279,9 @@ class Root:
                     name, os.W_OK, dir_fd=parent, effective_ids=_EFFECTIVE, follow_symlinks=False
                 ):
                     raise PermissionError(errno.EACCES, "the file is read-only", path)
-            temporary = _written(parent, data, old)
-            os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-            temporary = None
+            with _Written(parent, data, old) as written:
+                written.rename_to(name)
         finally:
-            _discard(parent, temporary)
             os.close(parent)
 
     def create_new(self, path: str, data: bytes) -> None:
@@ -293,23 +290,10 @@ class Root:
         one ever sees the file part-written."""
         parts = _parts(path)
         parent = self.make_dirs("/".join(parts[:-1]))
-        name, temporary = parts[-1], None
         try:
-            temporary = _written(parent, data, None)
-            # A link is made only where nothing is: the one atomic "create, with content".
-            # Not following symlinks, a temporary swapped for one meanwhile is linked as is.
-            at = {"src_dir_fd": parent, "dst_dir_fd": parent}
-            try:
-                os.link(temporary, name, **at, follow_symlinks=False)
-            except OSError as exc:
-                if exc.errno not in _NO_HARD_LINKS:
-                    raise
-                if _lstat_at(parent, name) is not None:  # a filesystem without links
-                    raise FileExistsError(errno.EEXIST, "exists", path) from None
-                os.rename(temporary, name, **at)
-                temporary = None
+            with _Written(parent, data, None) as written:
+                written.link_as(parts[-1])
         finally:
-            _discard(parent, temporary)
             os.close(parent)
 
     def holds(self, path: str, st: os.stat_result) -> bool:
@@ -375,33 +359,90 @@ _EFFECTIVE = os.access in os.supports_effective_ids
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
 
-def _written(directory: int, data: bytes, like: os.stat_result | None) -> str:
-    """The name of a new file in `directory` holding `data`, on disk (fsync'd), with the
-    mode and (as root) the owner of `like`, or those of a new file in the directory."""
-    name = f".tether-{secrets.token_hex(8)}.tmp"  # short: any name fits beside it
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
-    fd = os.open(name, flags, 0o644 if like is None else 0o600, dir_fd=directory)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as file:
-            file.write(data)
-        if like is not None:
-            os.fchmod(fd, stat.S_IMODE(like.st_mode))
-        if os.geteuid() == 0:
-            owner = like if like is not None else os.fstat(directory)
-            os.fchown(fd, owner.st_uid, owner.st_gid)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _discard(directory, name)
-        raise
-    os.close(fd)
-    return name
+TEMPORARY_PREFIX = ".tether-"
+"""Names of the files tether writes before it renames them: `.tether-<hex>.tmp`."""
 
 
-def _discard(directory: int, name: str | None) -> None:
-    if name is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(name, dir_fd=directory)
+def _temporary_name() -> str:
+    return f"{TEMPORARY_PREFIX}{secrets.token_hex(8)}.tmp"  # short: any name fits beside it
+
+
+class _Written:
+    """A new file in `directory` holding `data`, flushed to disk, with the mode and (as
+    root) the owner of `like` (or those of a new file there), not yet under its name.
+
+    Where the filesystem has them it is an unnamed file (`O_TMPFILE`), so that a crash
+    before it gets its name leaves nothing behind; elsewhere a temporary name, removed
+    unless the process is killed first.
+    """
+
+    def __init__(self, directory: int, data: bytes, like: os.stat_result | None) -> None:
+        self.directory = directory
+        self.name: str | None = None
+        mode = 0o644 if like is None else 0o600
+        try:
+            if not _UNNAMED:
+                raise OSError(errno.EOPNOTSUPP, "no unnamed files")
+            self.fd = os.open(".", os.O_WRONLY | _O_TMPFILE | _O_CLOEXEC, mode, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno not in _NO_UNNAMED_FILES:
+                raise
+            self.name = _temporary_name()
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
+            self.fd = os.open(self.name, flags, mode, dir_fd=directory)
+        try:
+            with os.fdopen(self.fd, "wb", closefd=False) as file:
+                file.write(data)
+            if like is not None:
+                os.fchmod(self.fd, stat.S_IMODE(like.st_mode))
+            if os.geteuid() == 0:
+                owner = like if like is not None else os.fstat(directory)
+                os.fchown(self.fd, owner.st_uid, owner.st_gid)
+            os.fsync(self.fd)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __enter__(self) -> _Written:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+        if self.name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.name, dir_fd=self.directory)
+
+    def link_as(self, name: str) -> None:
+        """Give the file `name`, only where nothing is (FileExistsError otherwise): the one
+        atomic "create, with content"."""
+        if self.name is None:  # our own descriptor's link in /proc: no one else's path
+            os.link(f"/proc/self/fd/{self.fd}", name, dst_dir_fd=self.directory)
+            return
+        at = {"src_dir_fd": self.directory, "dst_dir_fd": self.directory}
+        try:  # a temporary swapped for a symlink meanwhile is linked as the link
+            os.link(self.name, name, **at, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            if _lstat_at(self.directory, name) is not None:  # a filesystem without links
+                raise FileExistsError(errno.EEXIST, "exists", name) from None
+            self.rename_to(name)
+
+    def rename_to(self, name: str) -> None:
+        """Give the file `name`, in place of what is there."""
+        if self.name is None:  # a name of its own for the moment it takes to rename it
+            temporary = _temporary_name()
+            os.link(f"/proc/self/fd/{self.fd}", temporary, dst_dir_fd=self.directory)
+            self.name = temporary
+        os.rename(self.name, name, src_dir_fd=self.directory, dst_dir_fd=self.directory)
+        self.name = None
+
+
+_O_TMPFILE = getattr(os, "O_TMPFILE", 0)
+_UNNAMED = bool(_O_TMPFILE) and os.path.isdir("/proc/self/fd")
+_NO_UNNAMED_FILES = frozenset(
+    {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL, errno.ENOENT}
+)
 
 
 def _lstat_at(directory: int, name: str) -> os.stat_result | None:

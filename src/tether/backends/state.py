@@ -8,7 +8,15 @@ import random
 import time
 from typing import Any
 
-from tether.backends.base import DEFAULT_MAX_FILE_BYTES, Change, FileInfo, GrepHit, changed
+from tether.backends.base import (
+    DEFAULT_MAX_FILE_BYTES,
+    Change,
+    FileInfo,
+    GrepHit,
+    changed,
+    finished,
+    one_at_a_time,
+)
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
 from tether.backends.search import compile_pattern, grep_files
@@ -81,6 +89,16 @@ class TableBackend:
         path = clean(path)
         if path == "/":
             raise BackendError("'/' is a directory; give a file path.")
+        # One write at a time in this process: a path is never made a file and a
+        # directory at once (the swap below covers the file itself, not its neighbours).
+        async with one_at_a_time(self.key()):
+            return await self._update(path, change)
+
+    def key(self) -> object:
+        """What tells this table from others, for `one_at_a_time`."""
+        raise NotImplementedError
+
+    async def _update(self, path: str, change: Change) -> bytes:
         deadline = time.monotonic() + CHANGING_FOR_SECONDS
         for attempt in itertools.count():
             if attempt:  # another writer came between: let it finish, then try again
@@ -98,7 +116,7 @@ class TableBackend:
             current = table[path][0] if path in table else None
             data = await changed(change, current)
             self._check_size(data)
-            if await self.swap(path, current, data, time.time()):
+            if await finished(self.swap(path, current, data, time.time())):
                 return data
         raise BackendError(f"{path} kept changing while it was written; try again.")
 
@@ -155,6 +173,9 @@ class StateBackend(TableBackend):
 
     def bind(self, state: Any) -> StateBackend:
         return StateBackend(state.files, max_file_bytes=self.max_file_bytes)
+
+    def key(self) -> object:
+        return id(self.data)
 
     async def table(self) -> FileTable:
         return self.data

@@ -46,6 +46,9 @@ class StoreBackend(TableBackend):
     def bind(self, state: Any) -> StoreBackend:
         return self
 
+    def key(self) -> object:
+        return (id(self.store), self.namespace)
+
     async def table(self) -> FileTable:
         items = await self.store.items(self.namespace)
         return {key: (item.value, item.updated) for key, item in items.items()}

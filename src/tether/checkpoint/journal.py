@@ -6,7 +6,8 @@ Records, in the order a run writes them:
   metadata it was given (if any).
 - "sync": the messages added since the last sync ("append") or all of them after a
   rewrite such as a compaction ("messages"), the state backend files that changed,
-  the todo list if it changed, and the run's usage, cost and steps so far.
+  the todo list if it changed, what the agent last saw of each file it read or wrote
+  ("seen", when it changed), and the run's usage, cost and steps so far.
 - "started": the ids of the tool calls about to run, written with a sync in one append,
   so the assistant message that made the calls is on record before any of them runs.
   (A run killed before that point resumes by asking the model again.)
@@ -21,9 +22,10 @@ run again; a call that started but has no result was interrupted in an unknown s
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +43,7 @@ from tether.messages import (
     from_json,
     to_json,
 )
-from tether.state import RunState, Todo
+from tether.state import FILES_SEEN, RunState, Todo
 
 __all__ = ["Journal", "Thread", "read_thread", "replay"]
 
@@ -85,6 +87,8 @@ class Journal:
         self._last: Message | None = None
         self._files: dict[str, tuple[bytes, float]] = {}
         self._todos: tuple[Todo, ...] = ()
+        self._seen: dict[str, str] = {}
+        self._order = asyncio.Lock()
         self.metadata: dict[str, Any] | None = None
         """Recorded with the run's start, when given."""
 
@@ -99,6 +103,7 @@ class Journal:
         self._last = thread.messages[-1] if thread.messages else None
         self._files = dict(thread.files)
         self._todos = thread.todos
+        self._seen = dict(thread.seen)
 
     async def begin(self, state: RunState, start: int) -> None:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
@@ -106,30 +111,33 @@ class Journal:
             record["path"] = list(state.path)
         if self.metadata is not None:
             record["meta"] = self.metadata
-        await self._append([record, self._sync(state)])
+        await self._append(lambda: [record, self._sync(state)])
 
     async def started(self, state: RunState, call_ids: Sequence[str]) -> None:
         """Record the calls about to run, with everything since the last record (the
         assistant message that made them, first of all) in the same write."""
-        await self._append([self._sync(state), {"t": "started", "ids": list(call_ids)}])
+        await self._append(lambda: [self._sync(state), {"t": "started", "ids": list(call_ids)}])
 
     async def result(self, state: RunState, result: ToolResult) -> None:
         """Record a finished call's result, with the files it changed in the same write:
         a run killed after it resumes with the result and its effect, or with neither."""
         body = _results().dump_python(result, mode="json")
-        await self._append([self._sync(state), {"t": "result", "result": body}])
+        await self._append(lambda: [self._sync(state), {"t": "result", "result": body}])
 
     async def interrupt(self, state: RunState, requests: list[dict[str, Any]]) -> None:
-        await self._append([self._sync(state), {"t": "interrupt", "requests": requests}])
+        await self._append(lambda: [self._sync(state), {"t": "interrupt", "requests": requests}])
 
     async def decided(self, decisions: dict[str, dict[str, Any]]) -> None:
-        await self._append([{"t": "decided", "decisions": decisions}])
+        await self._append(lambda: [{"t": "decided", "decisions": decisions}])
 
     async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
         """Record how the run ended, unless it lost the thread: the new holder writes now."""
         if not self.lost:
             await self._append(
-                [self._sync(state), {"t": "end", "stop": stop_reason, "output": output_json}]
+                lambda: [
+                    self._sync(state),
+                    {"t": "end", "stop": stop_reason, "output": output_json},
+                ]
             )
 
     async def abandon(self, thread: Thread) -> None:
@@ -147,16 +155,20 @@ class Journal:
                 for call in pending.tool_calls
             )
             record["append"] = to_json([ToolResultMessage(answers)])
-        await self._append([record, {"t": "end", "stop": "cancelled", "output": None}])
+        await self._append(lambda: [record, {"t": "end", "stop": "cancelled", "output": None}])
 
-    async def _append(self, records: list[Record]) -> None:
-        if self.at:
-            records = [{**r, "at": list(self.at)} for r in records]
-        try:
-            await self.checkpointer.append(self.thread_id, records, holder=self.holder)
-        except ThreadBusyError:
-            self.lost = True
-            raise
+    async def _append(self, make: Callable[[], list[Record]]) -> None:
+        """Append the records `make()` gives, made and written one write at a time: a
+        sync's changes are counted from the one before it, so they must land in order."""
+        async with self._order:
+            records = make()
+            if self.at:
+                records = [{**r, "at": list(self.at)} for r in records]
+            try:
+                await self.checkpointer.append(self.thread_id, records, holder=self.holder)
+            except ThreadBusyError:
+                self.lost = True
+                raise
 
     def _sync(self, state: RunState) -> Record:
         messages = state.messages
@@ -180,6 +192,9 @@ class Journal:
         if state.todos != self._todos:
             record["todos"] = [[t.content, t.status] for t in state.todos]
             self._todos = state.todos
+        seen = state.data.get(FILES_SEEN, {})
+        if seen != self._seen:
+            record["seen"] = self._seen = dict(seen)
         return record
 
 
@@ -229,6 +244,8 @@ class Thread:
     """What every run of the thread cost; None when a price was unknown."""
     subagents: dict[str, Thread] = field(default_factory=dict)
     """The runs of the subagents the last run started, by the id of their `task` call."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """A digest of each file as the agent last read or wrote it (see `FILES_SEEN`)."""
     path: tuple[str, ...] = ()
     """A subagent's run: its agent path, as recorded."""
 
@@ -390,6 +407,8 @@ def _apply_sync(thread: Thread, record: Record) -> None:
         thread.files.pop(path, None)
     if "todos" in record:
         thread.todos = tuple(Todo(c, s) for c, s in record["todos"])
+    if "seen" in record:
+        thread.seen = dict(record["seen"])
     thread.usage = _usage().validate_python(record["usage"])
     thread.cost_usd, thread.steps = record["cost"], record["steps"]
     # Results matter only for the calls still unanswered.

@@ -27,7 +27,7 @@ from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
 from tether.messages import BinaryPart
-from tether.state import ToolContext
+from tether.state import FILES_SEEN, ToolContext
 from tether.tools.tool import Tool, tool
 
 __all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "change_diff", "file_tools"]
@@ -252,20 +252,16 @@ def _occurrences(text: str, path: str, old_string: str, replace_all: bool) -> in
     return count
 
 
-_SEEN = "files_seen"
-"""In RunState.data: a digest of each file as this run last read or wrote it, by path."""
-
-
-def _seen(context: ToolContext) -> dict[str, bytes]:
-    seen: dict[str, bytes] = context.state.data.setdefault(_SEEN, {})
+def _seen(context: ToolContext) -> dict[str, str]:
+    seen: dict[str, str] = context.state.data.setdefault(FILES_SEEN, {})
     return seen
 
 
-def _digest_of(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
+def _digest_of(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-async def _digest(data: bytes) -> bytes:
+async def _digest(data: bytes) -> str:
     if len(data) > OFF_LOOP_BYTES:
         return await asyncio.to_thread(_digest_of, data)
     return _digest_of(data)
