@@ -146,7 +146,11 @@ def test_an_edit_that_times_out_waiting_for_a_file_never_writes_it(tmp_path: Pat
         return result
 
     result = asyncio.run(go())
-    assert [r.text for r in tool_results(result)] == ["Tool 'edit_file' timed out after 0.5 s."] * 2
+    timed_out = (
+        "Tool 'edit_file' timed out after 0.5 s. "
+        "It may have taken effect: check before calling it again."
+    )
+    assert [r.text for r in tool_results(result)] == [timed_out] * 2
     assert (tmp_path / "f.txt").read_text() == "a"
 
 

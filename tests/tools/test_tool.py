@@ -173,7 +173,10 @@ async def test_a_hanging_tool_times_out(context: ToolContext) -> None:
     started = time.monotonic()
     result = await run(hang, {}, context)
     assert result.is_error
-    assert result.text == "Tool 'hang' timed out after 0.05 s."
+    assert (
+        result.text == "Tool 'hang' timed out after 0.05 s. "
+        "It may have taken effect: check before calling it again."
+    )
     assert time.monotonic() - started < 5
 
 
@@ -185,7 +188,10 @@ async def test_the_run_default_timeout_applies_when_the_tool_has_none(context: T
         return "late"
 
     result = await run(slow, {}, context, timeout_seconds=0.05)
-    assert result.text == "Tool 'slow' timed out after 0.05 s."
+    assert (
+        result.text == "Tool 'slow' timed out after 0.05 s. "
+        "It may have taken effect: check before calling it again."
+    )
 
 
 async def test_tool_fatal_error_propagates(context: ToolContext) -> None:

@@ -144,16 +144,23 @@ async def changed(change: Change, current: bytes | None) -> bytes:
     return change(current)
 
 
-async def finished(work: Awaitable[T]) -> T:
-    """Await `work` (a write on a worker thread, say) to its end even when the caller is
-    cancelled meanwhile, and then pass the cancellation on: a call that is called off is
-    never reported cancelled while its write goes on, to land later."""
+async def finished(work: Awaitable[T], *, undo: Callable[[T], object] | None = None) -> T:
+    """Await `work` (a write on a worker thread, say) to its end, however often the caller
+    is cancelled meanwhile, and then pass the cancellation on (after `undo(result)`, which
+    releases what the work gave): a call that is called off is never reported cancelled
+    while its write goes on, to land later, or with what it opened left open."""
     task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        raise
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if undo is not None and not task.cancelled() and task.exception() is None:
+            undo(task.result())
+        raise asyncio.CancelledError
+    return task.result()
 
 
 async def create(backend: Backend, path: str, data: bytes, *, taken: str | None = None) -> None:

@@ -186,7 +186,10 @@ class FilesystemBackend:
             raise BackendError("'/' is a directory; give a file path.")
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
-            fd, missing = await finished(asyncio.to_thread(self._open_to_write, path, reads))
+            if time.monotonic() > deadline:
+                raise BackendError(f"{path} kept changing while it was written; try again.")
+            opening = asyncio.to_thread(self._open_to_write, path, reads)
+            fd, missing = await finished(opening, undo=_close)
             try:
                 if fd is None:
                     write = functools.partial(self._replace, path, change, None, new=missing)
@@ -425,6 +428,11 @@ class _Aliases:
                             key = (found.st_dev, found.st_ino)
                             self.by_inode.setdefault(key, []).append(join(directory, entry.name))
         return self.by_inode.get((st.st_dev, st.st_ino), [])
+
+
+def _close(opened: tuple[int | None, bool]) -> None:
+    if opened[0] is not None:
+        os.close(opened[0])
 
 
 def _addressable(name: str) -> bool:

@@ -104,6 +104,8 @@ class Tool:
         except Exception as exc:
             if isinstance(exc, TimeoutError) and scope.expired():
                 text = f"Tool '{self.name}' timed out after {timeout:g} s."
+                if not self.read_only:  # it may have written just as it ran out of time
+                    text += " It may have taken effect: check before calling it again."
             else:
                 logger.debug("tool %s raised", self.name, exc_info=True)
                 text = f"Tool '{self.name}' failed: {describe(exc)}"
