@@ -9,8 +9,9 @@ from tether import prompts
 from tether.backends.base import Backend
 from tether.backends.permissions import Policy, Rule, guard
 from tether.capabilities.base import Capability
+from tether.models.base import ModelRequest
 from tether.state import RunState
-from tether.tools.files import file_tools
+from tether.tools.files import file_tools, seen_files
 from tether.tools.tool import Tool
 
 __all__ = ["Filesystem"]
@@ -50,6 +51,10 @@ class Filesystem(Capability):
         # A subagent works on its parent's backend: behind the parent's rules and its own.
         base = state.backend if state.backend is not None else self.backend.bind(state)
         state.backend = guard(base, self.rules, self.policy)
+
+    async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
+        seen_files(state)  # the model sees the last turn's reads now
+        return request
 
 
 def _tool_of(line: str) -> str | None:

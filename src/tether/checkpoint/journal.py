@@ -75,6 +75,7 @@ class Journal:
         thread_id: str,
         holder: str | None,
         at: tuple[str, ...] = (),
+        root: Journal | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.thread_id = thread_id
@@ -88,14 +89,18 @@ class Journal:
         self._files: dict[str, tuple[bytes, float]] = {}
         self._todos: tuple[Todo, ...] = ()
         self._seen: dict[str, str] = {}
-        self._order = asyncio.Lock()
+        self.root: Journal = root or self
+        """The journal of the thread's own run; a subagent's journal writes the files
+        they share in its records."""
+        self._order: asyncio.Lock = root._order if root is not None else asyncio.Lock()
         self.metadata: dict[str, Any] | None = None
         """Recorded with the run's start, when given."""
 
     def under(self, call_id: str) -> Journal:
         """A journal for the run of the subagent that the `task` call `call_id` of this
         journal's run started, in the same thread."""
-        return Journal(self.checkpointer, self.thread_id, self.holder, (*self.at, call_id))
+        at = (*self.at, call_id)
+        return Journal(self.checkpointer, self.thread_id, self.holder, at, self.root)
 
     def adopt(self, thread: Thread) -> None:
         """Start from what `thread` already holds, so only changes are written."""
@@ -111,21 +116,25 @@ class Journal:
             record["path"] = list(state.path)
         if self.metadata is not None:
             record["meta"] = self.metadata
-        await self._append(lambda: [record, self._sync(state)])
+        await self._append(lambda: [record, self._sync(state)], state)
 
     async def started(self, state: RunState, call_ids: Sequence[str]) -> None:
         """Record the calls about to run, with everything since the last record (the
         assistant message that made them, first of all) in the same write."""
-        await self._append(lambda: [self._sync(state), {"t": "started", "ids": list(call_ids)}])
+        await self._append(
+            lambda: [self._sync(state), {"t": "started", "ids": list(call_ids)}], state
+        )
 
     async def result(self, state: RunState, result: ToolResult) -> None:
         """Record a finished call's result, with the files it changed in the same write:
         a run killed after it resumes with the result and its effect, or with neither."""
         body = _results().dump_python(result, mode="json")
-        await self._append(lambda: [self._sync(state), {"t": "result", "result": body}])
+        await self._append(lambda: [self._sync(state), {"t": "result", "result": body}], state)
 
     async def interrupt(self, state: RunState, requests: list[dict[str, Any]]) -> None:
-        await self._append(lambda: [self._sync(state), {"t": "interrupt", "requests": requests}])
+        await self._append(
+            lambda: [self._sync(state), {"t": "interrupt", "requests": requests}], state
+        )
 
     async def decided(self, decisions: dict[str, dict[str, Any]]) -> None:
         await self._append(lambda: [{"t": "decided", "decisions": decisions}])
@@ -137,7 +146,8 @@ class Journal:
                 lambda: [
                     self._sync(state),
                     {"t": "end", "stop": stop_reason, "output": output_json},
-                ]
+                ],
+                state,
             )
 
     async def abandon(self, thread: Thread) -> None:
@@ -157,13 +167,20 @@ class Journal:
             record["append"] = to_json([ToolResultMessage(answers)])
         await self._append(lambda: [record, {"t": "end", "stop": "cancelled", "output": None}])
 
-    async def _append(self, make: Callable[[], list[Record]]) -> None:
-        """Append the records `make()` gives, made and written one write at a time: a
-        sync's changes are counted from the one before it, so they must land in order."""
+    async def _append(
+        self, make: Callable[[], list[Record]], state: RunState | None = None
+    ) -> None:
+        """Append the records `make()` gives, made and written one write at a time (for
+        the whole run tree): a sync's changes are counted from the one before it, so they
+        must land in order. A subagent's records come with a sync of its thread's own
+        run, which holds the files they share, so that a result is never on record
+        without the file it wrote."""
         async with self._order:
             records = make()
             if self.at:
                 records = [{**r, "at": list(self.at)} for r in records]
+                if state is not None:
+                    records.insert(0, self.root._sync(state.root))
             try:
                 await self.checkpointer.append(self.thread_id, records, holder=self.holder)
             except ThreadBusyError:
@@ -180,6 +197,19 @@ class Journal:
         else:  # rewritten (a compaction): record the whole list
             record["messages"] = to_json(messages)
         self._recorded, self._last = len(messages), (messages[-1] if messages else None)
+        if not self.at:  # a subagent's files are its thread's: the root's sync has them
+            self._sync_files(state, record)
+        if state.todos != self._todos:
+            record["todos"] = [[t.content, t.status] for t in state.todos]
+            self._todos = state.todos
+        seen: dict[str, str] = state.data.get(FILES_SEEN, {})
+        news = {p: d for p, d in seen.items() if self._seen.get(p) != d}
+        if news:
+            record["seen"] = news
+            self._seen.update(news)
+        return record
+
+    def _sync_files(self, state: RunState, record: Record) -> None:
         changed = {p: v for p, v in state.files.items() if self._files.get(p) is not v}
         gone = [p for p in self._files if p not in state.files]
         if changed:
@@ -189,13 +219,6 @@ class Journal:
         if gone:
             record["delete"] = gone
         self._files = dict(state.files)
-        if state.todos != self._todos:
-            record["todos"] = [[t.content, t.status] for t in state.todos]
-            self._todos = state.todos
-        seen = state.data.get(FILES_SEEN, {})
-        if seen != self._seen:
-            record["seen"] = self._seen = dict(seen)
-        return record
 
 
 def _spending(usage: Usage, cost: float | None, steps: int) -> Record:
@@ -407,8 +430,7 @@ def _apply_sync(thread: Thread, record: Record) -> None:
         thread.files.pop(path, None)
     if "todos" in record:
         thread.todos = tuple(Todo(c, s) for c, s in record["todos"])
-    if "seen" in record:
-        thread.seen = dict(record["seen"])
+    thread.seen.update(record.get("seen", {}))
     thread.usage = _usage().validate_python(record["usage"])
     thread.cost_usd, thread.steps = record["cost"], record["steps"]
     # Results matter only for the calls still unanswered.

@@ -27,10 +27,10 @@ from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
 from tether.messages import BinaryPart
-from tether.state import FILES_SEEN, ToolContext
+from tether.state import FILES_SEEN, RunState, ToolContext
 from tether.tools.tool import Tool, tool
 
-__all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "change_diff", "file_tools"]
+__all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "change_diff", "file_tools", "seen_files"]
 
 FILE_TOOL_NAMES = ("ls", "read_file", "write_file", "edit_file", "glob", "grep")
 
@@ -124,7 +124,7 @@ async def read_file(
     if offset < 0 or limit < 1:
         raise BackendError("offset must be >= 0 and limit >= 1.")
     data = await _backend(context).read(path)
-    _seen(context)[path] = await _digest(data)
+    _read_now(context, path, await _digest(data))
     media_type = _media_type(path)
     if media_type is not None:
         return BinaryPart(data, media_type)
@@ -179,7 +179,7 @@ async def write_file(context: ToolContext, file_path: str, content: str) -> str:
         "and use edit_file."
     )
     await create(backend, path, data, taken=taken)
-    _seen(context)[path] = await _digest(data)
+    _wrote(context, path, await _digest(data))
     return f"Wrote {len(data)} bytes to {path}."
 
 
@@ -232,7 +232,7 @@ async def edit_file(
         return text.replace(old_string, new_string).encode()
 
     written = await update(backend, path, edit)
-    _seen(context)[path] = await _digest(written)
+    _wrote(context, path, await _digest(written))
     return f"Replaced {replaced} occurrence(s) in {path}."
 
 
@@ -252,9 +252,46 @@ def _occurrences(text: str, path: str, old_string: str, replace_all: bool) -> in
     return count
 
 
-def _seen(context: ToolContext) -> dict[str, str]:
-    seen: dict[str, str] = context.state.data.setdefault(FILES_SEEN, {})
+def seen_files(state: RunState) -> dict[str, str]:
+    """What the model has seen of each file, as a digest: what it read in earlier turns
+    (their results have reached it), and what it wrote. The filesystem capability calls
+    it before each model call, so that the reads the model is about to see are counted
+    (and recorded with the thread) before anything can pause the run."""
+    data = state.data
+    seen: dict[str, str] = data.setdefault(FILES_SEEN, {})
+    read = data.get(_READ_NOW)
+    if read is not None and read[0] is not _turn(state):
+        seen.update(read[1])
+        del data[_READ_NOW]
     return seen
+
+
+def _seen(context: ToolContext) -> dict[str, str]:
+    return seen_files(context.state)
+
+
+def _read_now(context: ToolContext, path: str, digest: str) -> None:
+    """A read of this turn: the model has not seen it yet, so it vouches only for the
+    calls of its next turns (an edit sent beside it was written without it)."""
+    _seen(context)
+    entry = context.state.data.setdefault(_READ_NOW, (_turn(context.state), {}))
+    entry[1][path] = digest
+
+
+def _wrote(context: ToolContext, path: str, digest: str) -> None:
+    _seen(context)[path] = digest
+    read = context.state.data.get(_READ_NOW)
+    if read is not None:
+        read[1].pop(path, None)  # read before this write: that content is gone
+
+
+def _turn(state: RunState) -> object:
+    """The reply whose calls run now: the last message, while they run."""
+    return state.messages[-1] if state.messages else None
+
+
+_READ_NOW = "files_read_this_turn"
+"""In RunState.data: (the turn, the digests of the files its calls read)."""
 
 
 def _digest_of(data: bytes) -> str:
