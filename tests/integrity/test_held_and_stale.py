@@ -8,23 +8,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tether import Approve, Limits, create_agent
-from tether.backends import FilesystemBackend, StoreBackend
+import pytest
+
+from tether import Approve, Limits, create_agent, tool
+from tether.backends import (
+    CompositeBackend,
+    FilesystemBackend,
+    PermissionedBackend,
+    StateBackend,
+    StoreBackend,
+    hostfs,
+)
 from tether.backends.base import create
 from tether.backends.errors import BackendError
 from tether.messages import ToolCall
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
-from tether.stores import SqliteStore
+from tether.stores import InMemoryStore, SqliteStore
 from tether.testing import tool_results
 
 CONFIG = "mode = safe\nlimit = 10\n"
@@ -250,3 +261,184 @@ def test_a_huge_turn_on_one_file_runs_in_the_order_given(tmp_path: Path) -> None
     results = tool_results(agent.run("count"))
     assert not any(r.is_error for r in results)
     assert (tmp_path / "log.txt").read_text() == f"{count}\n"
+
+
+def test_a_write_cancelled_twice_ends_before_its_call_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_disk(fd: int) -> None:  # the write is in its fsync until the test says so
+        entered.set()
+        release.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_disk)
+    backend = FilesystemBackend(tmp_path)
+    before = _open_files(tmp_path)
+
+    async def go() -> tuple[bool, bool]:
+        task = asyncio.ensure_future(backend.write("/new.txt", b"late\n"))
+        await asyncio.to_thread(entered.wait, 30)
+        task.cancel()  # Esc, and Esc again: two stops of one run
+        await asyncio.sleep(0)
+        task.cancel()
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        there_when_cancelled = (tmp_path / "new.txt").exists()
+        await asyncio.sleep(0.5)  # a write left running would land by now
+        return there_when_cancelled, (tmp_path / "new.txt").exists()
+
+    when_cancelled, later = asyncio.run(go())
+    assert when_cancelled == later  # never reported cancelled while it goes on
+    assert _open_files(tmp_path) == before  # nothing it opened is left open
+
+
+def _open_files(folder: Path) -> int:
+    """How many of this process's descriptors are open on files in `folder`."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder))
+    return found
+
+
+def test_a_write_cancelled_while_it_opens_the_file_leaves_nothing_open(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    backend = FilesystemBackend(tmp_path)
+    before = _open_files(tmp_path)  # the backend's own descriptor of its root
+
+    async def go() -> None:
+        for _ in range(20):
+            task = asyncio.ensure_future(backend.write("/a.txt", b"y"))
+            await asyncio.sleep(0)  # its open is on a worker thread now
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(go())
+    assert _open_files(tmp_path) == before
+
+
+SUBAGENT_WRITES_THEN_DIES = r"""
+import os, signal, sys
+from tether import create_agent
+from tether.messages import ToolCall, ToolResultMessage, UserMessage
+from tether.models import FunctionModel
+
+def reply(request):
+    last = request.messages[-1]
+    if request.messages[0].text == "SUBTASK":
+        if not isinstance(last, ToolResultMessage):
+            return [ToolCall("write_file", {"file_path": "/x.txt", "content": "hello"})]
+        os.kill(os.getpid(), signal.SIGKILL)  # its write's result is on record by now
+    if not isinstance(last, ToolResultMessage):
+        return [ToolCall("task", {"subagent_type": "general-purpose", "description": "SUBTASK"})]
+    return "main done"
+
+create_agent(FunctionModel(reply), checkpointer=sys.argv[1]).run("go", thread_id="t")
+"""
+
+
+def test_a_subagents_recorded_write_to_the_state_backend_survives_a_kill(tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(SUBAGENT_WRITES_THEN_DIES)
+    url = f"sqlite:///{tmp_path}/runs.db"
+    died = subprocess.run([sys.executable, str(script), url], check=False, capture_output=True)
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+
+    def reply(request: ModelRequest) -> Any:
+        return "sub done" if request.messages[0].text == "SUBTASK" else "main done"  # type: ignore[union-attr]
+
+    result = create_agent(FunctionModel(reply), checkpointer=url).resume("t")
+    assert result.output == "main done"
+    assert result.files == {"/x.txt": b"hello"}  # the write its result says it made
+
+
+def test_a_read_sent_with_an_edit_does_not_vouch_for_it(tmp_path: Path) -> None:
+    (tmp_path / "cfg.txt").write_text(CONFIG)
+
+    @tool
+    def someone_else() -> str:
+        """A person saves the file in their editor."""
+        _someone_changes(tmp_path)
+        return "saved"
+
+    model = ScriptedModel(
+        [
+            [READ],
+            [ToolCall("someone_else", {})],
+            [READ, RAISE],  # the edit was written before the model saw this reading
+            [RAISE],  # now it has seen it: the edit goes through
+            "done",
+        ]
+    )
+    agent = create_agent(model, tools=[someone_else], backend=FilesystemBackend(tmp_path))
+    results = tool_results(agent.run("raise the limit"))
+    refused, edited = results[3], results[4]
+    assert refused.is_error
+    assert STALE in refused.text
+    assert not edited.is_error
+    assert (tmp_path / "cfg.txt").read_text() == "mode = UNSAFE\nlimit = 99\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/mem/users'/n.md", "No such file: /mem/users'/n.md"),
+        ("/mem/a(/b.md", "No such file: /mem/a(/b.md"),
+        ("/disk/lnk/f.txt", "/disk/lnk is a symbolic link to /disk/real; links are not "
+         "followed, so use /disk/real/f.txt."),
+    ],
+)  # fmt: skip
+def test_a_routed_backend_names_paths_as_the_agent_knows_them(
+    path: str, message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f.txt").write_text("x")
+    (tmp_path / "lnk").symlink_to("real")
+    backend = CompositeBackend(
+        StateBackend(),
+        {"/mem/": StoreBackend(InMemoryStore()), "/disk/": FilesystemBackend(tmp_path)},
+    )
+    with pytest.raises(BackendError) as caught:
+        asyncio.run(backend.read(path))
+    assert str(caught.value) == message
+
+
+def test_text_of_a_routed_backends_messages_that_is_no_path_of_its_own_is_kept() -> None:
+    def policy(operation: str, path: str) -> str | None:
+        return "writes under /etc or /usr are blocked by IT" if operation == "write" else None
+
+    routed = PermissionedBackend(StateBackend(), policy=policy)  # type: ignore[arg-type]
+    backend = CompositeBackend(StateBackend(), {"/mem/": routed})
+    with pytest.raises(BackendError, match=r"^Refused by policy: writes under /etc or /usr"):
+        asyncio.run(backend.write("/mem/a.md", b"x"))
+    with pytest.raises(BackendError, match=r"^The pattern '/etc/\[' is not a valid"):
+        asyncio.run(backend.grep("/etc/[", "/mem"))
+
+
+def test_without_hard_links_only_one_of_two_creates_makes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(*args: Any, **kwargs: Any) -> None:  # vfat, exFAT, some network mounts
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(hostfs, "_UNNAMED", False)
+    monkeypatch.setattr(os, "link", no_links)
+    backend = FilesystemBackend(tmp_path)
+
+    async def pairs() -> list[list[Any]]:
+        return [
+            await asyncio.gather(
+                create(backend, f"/n{i}.txt", b"A"),
+                create(backend, f"/n{i}.txt", b"B"),
+                return_exceptions=True,
+            )
+            for i in range(200)
+        ]
+
+    for outcome in asyncio.run(pairs()):
+        assert sum(o is None for o in outcome) == 1, outcome

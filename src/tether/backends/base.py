@@ -30,9 +30,11 @@ __all__ = [
     "FileInfo",
     "GrepHit",
     "Operation",
+    "as_given",
     "changed",
     "create",
     "finished",
+    "name_paths",
     "update",
 ]
 
@@ -43,6 +45,19 @@ T = TypeVar("T")
 Operation: TypeAlias = Literal["read", "write"]
 Admits: TypeAlias = Callable[[Operation, str], bool]
 """`admits(operation, path)`: whether a guard allows the operation on that clean path."""
+
+
+def as_given(path: str) -> str:
+    """How a backend names a path in its messages when no one says otherwise."""
+    return path
+
+
+def name_paths(backend: Backend, shown: Callable[[str], str]) -> Backend | None:
+    """`backend` naming each path in its messages `shown(path)` (a route's prefix added,
+    say), when it can; None when it cannot."""
+    named = getattr(backend, "named", None)
+    return None if named is None else named(shown)
+
 
 Change: TypeAlias = Callable[[bytes | None], bytes]
 """`change(current)`: a file's new content made from its current one (None when there

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tether.backends.base import Admits, Backend, Change, FileInfo, GrepHit, update
+from tether.backends.base import (
+    Admits,
+    Backend,
+    Change,
+    FileInfo,
+    GrepHit,
+    name_paths,
+    update,
+)
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under, join
 from tether.backends.permissions import push_down
@@ -28,11 +37,16 @@ class CompositeBackend:
 
     def __init__(self, default: Backend, routes: Mapping[str, Backend]) -> None:
         cleaned: dict[str, Backend] = {}
+        self._unnamed: set[str] = set()
+        """Routes whose backend cannot name paths with the route's prefix itself."""
         for prefix, backend in routes.items():
             route = clean(prefix)
             if route == "/":
                 raise ConfigurationError("a route cannot be '/'; pass that backend as default")
-            cleaned[route] = backend
+            named = name_paths(backend, functools.partial(_outer, route))
+            if named is None:
+                self._unnamed.add(route)
+            cleaned[route] = named or backend
         self.default = default
         self.routes = dict(sorted(cleaned.items(), key=lambda item: -len(item[0])))
 
@@ -61,6 +75,12 @@ class CompositeBackend:
                 return backend, prefix, path[len(prefix) :] or "/"
         return self.default, "", path
 
+    def _named(self, prefix: str, inner: str) -> contextlib.AbstractContextManager[None]:
+        """Where the messages of `prefix`'s backend must be given the agent's paths."""
+        if prefix in self._unnamed:
+            return _renamed(inner, _outer(prefix, inner))
+        return contextlib.nullcontext()
+
     def _inside(self, path: str) -> list[str]:
         """Route prefixes strictly inside directory `path`, outermost first."""
         return sorted((p for p in self.routes if p != path and is_under(p, path)), key=len)
@@ -70,7 +90,7 @@ class CompositeBackend:
         backend, prefix, inner = self._route(path)
         entries: dict[str, FileInfo] = {}
         try:
-            with _named(prefix):
+            with self._named(prefix, inner):
                 listed = await backend.ls(inner)
             for info in listed:
                 entries[_outer(prefix, info.path)] = _moved(info, prefix)
@@ -84,23 +104,23 @@ class CompositeBackend:
 
     async def read(self, path: str) -> bytes:
         backend, prefix, inner = self._route(path)
-        with _named(prefix):
+        with self._named(prefix, inner):
             return await backend.read(inner)
 
     async def write(self, path: str, data: bytes) -> None:
         backend, prefix, inner = self._route(path)
-        with _named(prefix):
+        with self._named(prefix, inner):
             await backend.write(inner, data)
 
     async def update(self, path: str, change: Change) -> bytes:
         backend, prefix, inner = self._route(path)
-        with _named(prefix):
-            return await update(backend, inner, _given(change))
+        with self._named(prefix, inner):
+            return await update(backend, inner, change)
 
     async def stat(self, path: str) -> FileInfo | None:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        with _named(prefix):
+        with self._named(prefix, inner):
             info = await backend.stat(inner)
         if info is None and self._inside(path):
             return FileInfo(path, is_dir=True)
@@ -109,7 +129,7 @@ class CompositeBackend:
     async def files(self, path: str) -> list[FileInfo]:
         path = clean(path)
         backend, prefix, inner = self._route(path)
-        with _named(prefix):
+        with self._named(prefix, inner):
             found = [_moved(f, prefix) for f in await backend.files(inner)]
         for route in self._inside(path):
             found = [f for f in found if not is_under(f.path, route)]  # shadowed by the route
@@ -122,7 +142,7 @@ class CompositeBackend:
         path = clean(path)
         backend, prefix, inner = self._route(path)
         options = {"literal": literal, "ignore_case": ignore_case}
-        with _named(prefix):
+        with self._named(prefix, inner):
             found = await backend.grep(pattern, inner, **options)
         hits = [GrepHit(_outer(prefix, h.path), h.line, h.text) for h in found]
         for route in self._inside(path):
@@ -135,40 +155,15 @@ class CompositeBackend:
 
 
 @contextlib.contextmanager
-def _named(prefix: str) -> Iterator[None]:
-    """A routed backend's error names paths as the agent knows them, not as that backend
-    does ("/mem/a.md", not "/a.md", which would be another file): every path in it is
-    one of that backend's own, so each gets the route's prefix."""
+def _renamed(inner: str, outer: str) -> Iterator[None]:
+    """An error of a backend that cannot name paths as the agent knows them: the path it
+    was given, wherever the message names it, is the agent's ("/mem/a.md", not "/a.md",
+    which would be another file)."""
     try:
         yield
-    except _Given:
-        raise
     except BackendError as exc:
-        if not prefix:
-            raise
-        named = _PATH.sub(lambda m: _outer(prefix, m.group(0)), str(exc))
-        raise BackendError(named) from None
-
-
-# A path in a message: it starts after a space, a quote or a bracket, and ends before
-# one, or before a comma, colon or semicolon, or a full stop that ends a sentence.
-_PATH = re.compile(r"(?<![^\s'\"(])/[^\s'\",:;()]*?(?=[\s'\",:;)]|\.(?:\s|$)|$)")
-
-
-class _Given(BackendError):
-    """An error of the caller's `change`, which names paths as the agent gave them."""
-
-
-def _given(change: Change) -> Change:
-    def run(current: bytes | None) -> bytes:
-        try:
-            return change(current)
-        except _Given:
-            raise
-        except BackendError as exc:
-            raise _Given(str(exc)) from None
-
-    return run
+        whole = re.compile(rf"(?<![^\s'\"(]){re.escape(inner)}(?=[\s'\".,:;)]|$)")
+        raise BackendError(whole.sub(lambda _: outer, str(exc))) from None
 
 
 def _outer(prefix: str, inner: str) -> str:

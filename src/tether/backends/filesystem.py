@@ -20,7 +20,7 @@ import functools
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tether.backends.base import (
     Change,
     FileInfo,
     GrepHit,
+    as_given,
     finished,
 )
 from tether.backends.errors import BackendError
@@ -70,12 +71,20 @@ class FilesystemBackend:
         self.max_file_bytes = max_file_bytes
         self.host = Root(resolved)
         self.admits: Admits | None = None
+        self.shown: Callable[[str], str] = as_given
+        """How its messages name a path (with a route's prefix, under a composite)."""
 
     def __repr__(self) -> str:
         return f"FilesystemBackend({str(self.root)!r}, virtual_mode={self.virtual_mode})"
 
     def bind(self, state: Any) -> FilesystemBackend:
         return self
+
+    def named(self, shown: Callable[[str], str]) -> FilesystemBackend:
+        """This backend, naming paths in its messages with `shown`."""
+        view = copy.copy(self)
+        view.shown = shown
+        return view
 
     def guarded(self, admits: Admits) -> FilesystemBackend:
         """This backend, refusing a hard-linked file unless `admits` allows every name
@@ -96,7 +105,7 @@ class FilesystemBackend:
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and not self._link_error(path):
                 raise BackendError(
-                    f"{path} is a file, not a directory. Read it with read_file."
+                    f"{self.shown(path)} is a file, not a directory. Read it with read_file."
                 ) from None
             raise self._error(path, exc, "list") from None
         try:
@@ -140,19 +149,22 @@ class FilesystemBackend:
     def _read_open(self, path: str, fd: int, aliases: _Aliases) -> bytes:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise BackendError(f"{path} is a directory. List it with ls.")
+            raise BackendError(f"{self.shown(path)} is a directory. List it with ls.")
         if not stat.S_ISREG(st.st_mode):
-            raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+            raise BackendError(
+                f"{self.shown(path)} is not a regular file (a device, FIFO or socket)."
+            )
         if st.st_size > self.max_file_bytes:
             raise BackendError(
-                f"{path} is {st.st_size} bytes, over the {self.max_file_bytes} byte limit."
+                f"{self.shown(path)} is {st.st_size} bytes, over the {self.max_file_bytes} "
+                "byte limit."
             )
         if st.st_nlink > 1 and self.admits is not None:
             for name in aliases.names(st):
                 if name != path and not self.admits("read", name):
                     raise BackendError(
-                        f"Permission denied: {path} is a hard link to {name}, which may not "
-                        "be read."
+                        f"Permission denied: {self.shown(path)} is a hard link to "
+                        f"{self.shown(name)}, which may not be read."
                     )
         chunks = []
         size = 0
@@ -164,7 +176,7 @@ class FilesystemBackend:
             if len(chunk) < wanted:  # the end of the file
                 break
         if size > self.max_file_bytes:
-            raise BackendError(f"{path} is over the {self.max_file_bytes} byte limit.")
+            raise BackendError(f"{self.shown(path)} is over the {self.max_file_bytes} byte limit.")
         return b"".join(chunks)
 
     async def write(self, path: str, data: bytes) -> None:
@@ -183,11 +195,13 @@ class FilesystemBackend:
         """The new content of `path`, written; `reads=False` writes without reading the
         old one (`change` then gets None for an existing file too)."""
         if path == "/":
-            raise BackendError("'/' is a directory; give a file path.")
+            raise BackendError(f"'{self.shown('/')}' is a directory; give a file path.")
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             if time.monotonic() > deadline:
-                raise BackendError(f"{path} kept changing while it was written; try again.")
+                raise BackendError(
+                    f"{self.shown(path)} kept changing while it was written; try again."
+                )
             opening = asyncio.to_thread(self._open_to_write, path, reads)
             fd, missing = await finished(opening, undo=_close)
             try:
@@ -256,9 +270,11 @@ class FilesystemBackend:
         what the file is."""
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise BackendError(f"{path} is a directory; give a file path.")
+            raise BackendError(f"{self.shown(path)} is a directory; give a file path.")
         if not stat.S_ISREG(st.st_mode):
-            raise BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+            raise BackendError(
+                f"{self.shown(path)} is not a regular file (a device, FIFO or socket)."
+            )
         pause = 0.001
         while True:
             try:
@@ -267,8 +283,8 @@ class FilesystemBackend:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise BackendError(
-                        f"{path} stayed locked by another writer for {LOCK_WAIT_SECONDS:g} s; "
-                        "try again later."
+                        f"{self.shown(path)} stayed locked by another writer for "
+                        f"{LOCK_WAIT_SECONDS:g} s; try again later."
                     ) from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
@@ -289,11 +305,13 @@ class FilesystemBackend:
         if link is not None:
             return link
         if isinstance(exc, IsADirectoryError):
-            return BackendError(f"{path} is a directory; give a file path.")
+            return BackendError(f"{self.shown(path)} is a directory; give a file path.")
         if exc.errno == errno.EINVAL:
-            return BackendError(f"{path} is not a regular file (a device, FIFO or socket).")
+            return BackendError(
+                f"{self.shown(path)} is not a regular file (a device, FIFO or socket)."
+            )
         if exc.errno in (errno.ENOTDIR, errno.EEXIST):
-            return BackendError(f"A parent of {path} is a file.")
+            return BackendError(f"A parent of {self.shown(path)} is a file.")
         return self._error(path, exc, "write")
 
     async def stat(self, path: str) -> FileInfo | None:
@@ -378,12 +396,13 @@ class FilesystemBackend:
         if found.target is None:
             where = "outside the workspace" if self.virtual_mode else "elsewhere"
             return BackendError(
-                f"{found.link} is a symbolic link leading {where}; links are not followed."
+                f"{self.shown(found.link)} is a symbolic link leading {where}; links are not "
+                "followed."
             )
         real = found.target + path[len(found.link) :]
         return BackendError(
-            f"{found.link} is a symbolic link to {found.target}; links are not followed, "
-            f"so use {real}."
+            f"{self.shown(found.link)} is a symbolic link to {self.shown(found.target)}; links "
+            f"are not followed, so use {self.shown(real)}."
         )
 
     def _error(self, path: str, exc: OSError, verb: str) -> BackendError:
@@ -393,17 +412,17 @@ class FilesystemBackend:
                 return link
             if exc.errno == errno.ELOOP:  # the link went away since
                 return BackendError(
-                    f"{path} changed while it was opened (a symbolic link stood on its way); "
-                    "links are not followed."
+                    f"{self.shown(path)} changed while it was opened (a symbolic link stood on "
+                    "its way); links are not followed."
                 )
         if exc.errno == errno.ENOENT:
             what = {"read": "file", "list": "directory"}.get(verb, "file or directory")
-            return BackendError(f"No such {what}: {path}")
+            return BackendError(f"No such {what}: {self.shown(path)}")
         if exc.errno == errno.EISDIR:
-            return BackendError(f"{path} is a directory. List it with ls.")
+            return BackendError(f"{self.shown(path)} is a directory. List it with ls.")
         if exc.errno == errno.ENOTDIR:
-            return BackendError(f"A parent of {path} is a file, not a directory.")
-        return BackendError(f"Cannot {verb} {path}: {exc.strerror or exc}.")
+            return BackendError(f"A parent of {self.shown(path)} is a file, not a directory.")
+        return BackendError(f"Cannot {verb} {self.shown(path)}: {exc.strerror or exc}.")
 
 
 class _Aliases:

@@ -359,6 +359,29 @@ _EFFECTIVE = os.access in os.supports_effective_ids
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
 
+_RENAME_NOREPLACE = 1
+
+
+def _rename_new(directory: int, old: str, new: str) -> None:
+    """Rename `old` to `new` in `directory` only where nothing is at `new`
+    (`renameat2(RENAME_NOREPLACE)`); FileExistsError otherwise. Where the kernel or the
+    filesystem cannot, it looks first, and a file made in between is replaced."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        done = renameat2(
+            directory, os.fsencode(old), directory, os.fsencode(new), _RENAME_NOREPLACE
+        )
+        if done == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(code, os.strerror(code), new)
+    if _lstat_at(directory, new) is not None:
+        raise FileExistsError(errno.EEXIST, "exists", new)
+    os.rename(old, new, src_dir_fd=directory, dst_dir_fd=directory)
+
+
 TEMPORARY_PREFIX = ".tether-"
 """Names of the files tether writes before it renames them: `.tether-<hex>.tmp`."""
 
@@ -424,9 +447,8 @@ class _Written:
         except OSError as exc:
             if exc.errno not in _NO_HARD_LINKS:
                 raise
-            if _lstat_at(self.directory, name) is not None:  # a filesystem without links
-                raise FileExistsError(errno.EEXIST, "exists", name) from None
-            self.rename_to(name)
+            _rename_new(self.directory, self.name, name)  # a filesystem without links
+            self.name = None
 
     def rename_to(self, name: str) -> None:
         """Give the file `name`, in place of what is there."""

@@ -23,7 +23,17 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from wcmatch import glob as wc
 
-from tether.backends.base import Admits, Backend, Change, FileInfo, GrepHit, Operation, update
+from tether.backends.base import (
+    Admits,
+    Backend,
+    Change,
+    FileInfo,
+    GrepHit,
+    Operation,
+    as_given,
+    name_paths,
+    update,
+)
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.errors import ConfigurationError
@@ -112,21 +122,33 @@ class PermissionedBackend:
         self.rules = tuple(rules)
         self.policy = policy
         self.backend = push_down(backend, self.allows)
+        self.shown: Callable[[str], str] = as_given
 
     def __repr__(self) -> str:
         return f"PermissionedBackend({self.backend!r}, rules={len(self.rules)})"
 
     def bind(self, state: Any) -> PermissionedBackend:
-        return PermissionedBackend(self.backend.bind(state), self.rules, self.policy)
+        return self._like(self.backend.bind(state))
+
+    def named(self, shown: Callable[[str], str]) -> PermissionedBackend:
+        """This backend (and the one it guards), naming paths in messages with `shown`."""
+        view = self._like(name_paths(self.backend, shown) or self.backend)
+        view.shown = shown
+        return view
+
+    def _like(self, backend: Backend) -> PermissionedBackend:
+        view = PermissionedBackend(backend, self.rules, self.policy)
+        view.shown = self.shown
+        return view
 
     def guarded(self, admits: Admits) -> PermissionedBackend:
-        return PermissionedBackend(push_down(self.backend, admits), self.rules, self.policy)
+        return self._like(push_down(self.backend, admits))
 
     def refusal(self, operation: Operation, path: str) -> str | None:
         """Why `operation` on clean `path` may not go on, or None when it may (a policy
         that raises `BackendError` refuses with its own message)."""
         if not allowed(self.rules, operation, path):
-            return f"Permission denied: {operation} access to {path} is not allowed."
+            return f"Permission denied: {operation} access to {self.shown(path)} is not allowed."
         if self.policy is not None:
             reason = self.policy(operation, path)
             if reason:

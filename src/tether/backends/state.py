@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import random
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
 
 from tether.backends.base import (
     DEFAULT_MAX_FILE_BYTES,
     Change,
     FileInfo,
     GrepHit,
+    as_given,
     changed,
     finished,
     one_at_a_time,
@@ -35,6 +38,14 @@ class TableBackend:
 
     def __init__(self, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         self.max_file_bytes = max_file_bytes
+        self.shown: Callable[[str], str] = as_given
+        """How its messages name a path (with a route's prefix, under a composite)."""
+
+    def named(self, shown: Callable[[str], str]) -> Self:
+        """This backend, naming paths in its messages with `shown`."""
+        view = copy.copy(self)
+        view.shown = shown
+        return view
 
     async def table(self) -> FileTable:
         """Every file, by path."""
@@ -49,7 +60,9 @@ class TableBackend:
         path = clean(path)
         table = await self.table()
         if path in table:
-            raise BackendError(f"{path} is a file, not a directory. Read it with read_file.")
+            raise BackendError(
+                f"{self.shown(path)} is a file, not a directory. Read it with read_file."
+            )
         entries: dict[str, FileInfo] = {}
         for file_path, (data, modified) in table.items():
             if file_path == path or not is_under(file_path, path):
@@ -62,7 +75,7 @@ class TableBackend:
             else:
                 entries[entry] = FileInfo(entry, size=len(data), modified=modified)
         if not entries and path != "/":
-            raise BackendError(f"No such directory: {path}")
+            raise BackendError(f"No such directory: {self.shown(path)}")
         return sorted(entries.values(), key=lambda f: f.path)
 
     async def read(self, path: str) -> bytes:
@@ -70,12 +83,13 @@ class TableBackend:
         table = await self.table()
         if path not in table:
             if any(is_under(p, path) for p in table):
-                raise BackendError(f"{path} is a directory. List it with ls.")
-            raise BackendError(f"No such file: {path}")
+                raise BackendError(f"{self.shown(path)} is a directory. List it with ls.")
+            raise BackendError(f"No such file: {self.shown(path)}")
         data = table[path][0]
         if len(data) > self.max_file_bytes:
             raise BackendError(
-                f"{path} is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
+                f"{self.shown(path)} is {len(data)} bytes, over the {self.max_file_bytes} "
+                "byte limit."
             )
         return data
 
@@ -88,7 +102,7 @@ class TableBackend:
         what `change` was given, else `change` is asked again with what it holds now."""
         path = clean(path)
         if path == "/":
-            raise BackendError("'/' is a directory; give a file path.")
+            raise BackendError(f"'{self.shown('/')}' is a directory; give a file path.")
         # One write at a time in this process: a path is never made a file and a
         # directory at once (the swap below covers the file itself, not its neighbours).
         async with one_at_a_time(self.key()):
@@ -107,18 +121,21 @@ class TableBackend:
                 await asyncio.sleep(random.uniform(0, 0.0005 * 2 ** min(attempt, 6)))
             table = await self.table()
             if any(is_under(p, path) and p != path for p in table):
-                raise BackendError(f"{path} is a directory; give a file path.")
+                raise BackendError(f"{self.shown(path)} is a directory; give a file path.")
             parent = path.rsplit("/", 1)[0]
             while parent:
                 if parent in table:
-                    raise BackendError(f"{parent} is a file, so {path} cannot be created under it.")
+                    raise BackendError(
+                        f"{self.shown(parent)} is a file, so {self.shown(path)} cannot be "
+                        "created under it."
+                    )
                 parent = parent.rsplit("/", 1)[0]
             current = table[path][0] if path in table else None
             data = await changed(change, current)
             self._check_size(data)
             if await finished(self.swap(path, current, data, time.time())):
                 return data
-        raise BackendError(f"{path} kept changing while it was written; try again.")
+        raise BackendError(f"{self.shown(path)} kept changing while it was written; try again.")
 
     def _check_size(self, data: bytes) -> None:
         if len(data) > self.max_file_bytes:
@@ -172,7 +189,9 @@ class StateBackend(TableBackend):
         self.data: FileTable = files if files is not None else {}
 
     def bind(self, state: Any) -> StateBackend:
-        return StateBackend(state.files, max_file_bytes=self.max_file_bytes)
+        bound = StateBackend(state.files, max_file_bytes=self.max_file_bytes)
+        bound.shown = self.shown
+        return bound
 
     def key(self) -> object:
         return id(self.data)
