@@ -596,3 +596,36 @@ def test_a_subagents_edit_waits_for_approval_and_runs_once_resumed(project: Path
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "The subagent wrote them." in resumed.stdout
     assert (project / "NOTES.md").read_text() == "# N\n"
+
+
+CTRL_C_ON_A_WORKER = r"""
+import asyncio, signal, threading, time
+from tether.cli._render import QuietOutput
+from tether.cli._session import consume
+
+async def forever():
+    await asyncio.Event().wait()  # a run with nothing to wake the loop (a long command)
+    yield
+
+def press_ctrl_c_on_this_thread():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=press_ctrl_c_on_this_thread, daemon=True).start()
+try:
+    asyncio.run(consume(forever(), QuietOutput(None)))
+except BaseException as stopped:
+    print("stopped by", type(stopped).__name__)
+"""
+
+
+def test_ctrl_c_stops_a_run_whichever_thread_the_signal_lands_on(tmp_path: Path) -> None:
+    # The kernel hands a process's signal to any of its threads. asyncio.run's handler
+    # runs only once the event loop wakes, and a long command kept it asleep: the run
+    # went on to its end as if Ctrl-C had not been pressed.
+    script = tmp_path / "press.py"
+    script.write_text(CTRL_C_ON_A_WORKER)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )  # before, the run slept on: this timed out
+    assert done.stdout == "stopped by Interrupted\n", done.stderr

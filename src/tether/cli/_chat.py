@@ -27,6 +27,7 @@ from tether.cli._config import MODES, Loaded, changed
 from tether.cli._permissions import Allowances
 from tether.cli._render import TODO_MARKS, Output, RichOutput, cut, shown, spending
 from tether.cli._session import (
+    Interrupted,
     build_agent,
     consume,
     explain_wait,
@@ -163,7 +164,7 @@ class _Session:
                 result = self._play(
                     self.agent.stream_resume(self.thread, decisions=decided), output
                 )
-        except (KeyboardInterrupt, _Stopped):
+        except (KeyboardInterrupt, Interrupted, _Stopped):
             output.close()
             self.console.print(
                 "[yellow]Stopped.[/] [dim]What the turn did is kept; /retry goes on with "

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
 import uuid
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from tether.models.base import Model
 
 __all__ = [
+    "Interrupted",
     "build_agent",
     "consume",
     "dispatch",
@@ -542,7 +544,7 @@ def _drive(
         while result.stop_reason == "interrupted" and console is not None and interactive:
             decided = ask(list(result.interrupts), console, directory)
             result = asyncio.run(consume(agent.stream_resume(thread_id, decisions=decided), output))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         output.close()
         output.notice(f"Stopped. The thread is saved; continue it with: tether resume {thread_id}")
         return EXIT_CODES["cancelled"]
@@ -576,17 +578,51 @@ def _ended(result: RunResult[Any], thread_id: str, output: Output) -> int:
     return EXIT_CODES[result.stop_reason]
 
 
+class Interrupted(Exception):
+    """Ctrl-C stopped a run."""
+
+
 async def consume(events: AsyncIterator[Event], output: Output) -> RunResult[Any]:
-    """Show the events; the main run's result."""
+    """Show the events; the main run's result. Ctrl-C stops the run with `Interrupted`."""
     from tether.events import RunFinished
 
     found: RunResult[Any] | None = None
-    async for event in events:
-        output.event(event)
-        if isinstance(event, RunFinished) and len(event.path) == 1:
-            found = event.result
+    with _ctrl_c_stops(asyncio.current_task()) as pressed:
+        try:
+            async for event in events:
+                output.event(event)
+                if isinstance(event, RunFinished) and len(event.path) == 1:
+                    found = event.result
+        except asyncio.CancelledError:
+            if pressed:
+                raise Interrupted from None
+            raise
     assert found is not None, "a stream ends with the run's RunFinished"
     return found
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops(task: asyncio.Task[Any] | None) -> Iterator[list[bool]]:
+    """Ctrl-C cancels `task`; what it yields is true once it did. The loop's own handler
+    wakes the loop whichever thread the signal lands on (a worker's, a child watcher's);
+    asyncio.run's notices it only when the loop next wakes, which can be the run's end."""
+    pressed: list[bool] = []
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        pressed.append(True)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, stop)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        yield pressed
+        return
+    try:
+        yield pressed
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _resumable(
