@@ -69,3 +69,17 @@ def test_memories_persist_across_threads_and_agents(tmp_path: Path) -> None:
     later = agent([[read], "found"]).run("Who am I?", thread_id="tuesday")  # type: ignore[attr-defined]
     texts = [r.text for m in later.messages if hasattr(m, "results") for r in m.results]
     assert "Ada" in texts[0]
+
+
+def test_a_store_without_swap_is_refused_by_name() -> None:
+    from tether.backends import StoreBackend
+    from tether.errors import ConfigurationError
+
+    class OldStore:
+        async def get(self, namespace: object, key: str) -> None: ...
+        async def put(self, namespace: object, key: str, value: bytes) -> None: ...
+        async def delete(self, namespace: object, key: str) -> None: ...
+        async def items(self, namespace: object) -> dict[str, object]: ...
+
+    with pytest.raises(ConfigurationError, match=r"got OldStore \(it has no swap\)"):
+        StoreBackend(OldStore())  # type: ignore[arg-type]

@@ -256,3 +256,15 @@ def test_a_parameter_without_a_json_schema_is_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match="cannot describe"):
         tool(takes_callback)
+
+
+def test_path_param_must_name_a_parameter() -> None:
+    def fix(file_path: str) -> str:
+        """Fix a file."""
+        return file_path
+
+    assert tool(path_param="file_path")(fix).path_param == "file_path"
+    with pytest.raises(
+        ConfigurationError, match=r"path_param 'path' is not one of its parameters \(file_path\)"
+    ):
+        tool(path_param="path")(fix)
