@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +31,7 @@ from tether.models.resolve import default_model, parse_model
 
 __all__ = [
     "ENVIRONMENT",
+    "LIMITS",
     "MODES",
     "RECORDED",
     "CommandSettings",
@@ -40,6 +41,7 @@ __all__ = [
     "changed",
     "config_dir",
     "load",
+    "settle",
     "user_file",
 ]
 
@@ -230,16 +232,53 @@ class Settings(BaseModel):
         return paths
 
 
+Layer = tuple[str, Mapping[str, Any]]
+"""One layer of settings: its name (where it came from) and what it sets."""
+Thread = tuple[str, Mapping[str, Any]]
+"""A thread continued: its id and the settings it recorded (see `RECORDED`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """The settings, where each came from, and the project file read (if any): its
-    table as written, and the name of its layer in `sources`."""
+    table as written, and the name of its layer in `sources`. `layers`, `thread` and
+    `flags` are what the settings were made of, so they can be made again without the
+    project's untrusted part (`tether.cli._trust`)."""
 
     settings: Settings
     sources: dict[str, str]
     file: Path | None
     project: Mapping[str, Any] = field(default_factory=dict)
     project_source: str = ""
+    layers: tuple[Layer, ...] = ()
+    thread: Thread | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)
+
+    def without_project(self) -> Settings:
+        """The settings made of every layer but the project's: what the user set."""
+        layers = [layer for layer in self.layers if layer[0] != self.project_source]
+        return settle(layers, self.thread, self.flags)[0]
+
+    def with_project(self, table: Mapping[str, Any], why: str) -> Loaded:
+        """These settings with the project's table replaced by `table`; the settings
+        that changed say `why`."""
+        layers = [
+            (name, table if name == self.project_source else given) for name, given in self.layers
+        ]
+        settings, sources = settle(layers, self.thread, self.flags)
+        for key, value in settings:
+            if value != getattr(self.settings, key):
+                sources[key] = f"{sources[key]} ({why})"
+        return Loaded(
+            settings,
+            sources,
+            self.file,
+            self.project,
+            self.project_source,
+            self.layers,
+            self.thread,
+            self.flags,
+        )
 
 
 RECORDED = ("model", "max_steps", "max_cost", "timeout")
@@ -247,40 +286,91 @@ RECORDED = ("model", "max_steps", "max_cost", "timeout")
 project's `.tether/`, which a repository could ship: so its model comes before your
 environment and flags, and its limits count only where they are tighter than yours (its
 permission mode is not recorded at all)."""
-_LIMITS = ("max_steps", "max_cost", "timeout")
+LIMITS = ("max_steps", "max_cost", "timeout")
+"""The settings that bound a run: a smaller number is tighter."""
 
 
 def load(
     directory: Path,
     environ: Mapping[str, str],
     flags: Mapping[str, Any],
-    thread: tuple[str, Mapping[str, Any]] | None = None,
+    thread: Thread | None = None,
 ) -> Loaded:
     """The settings for a run in `directory`; `flags` holds the options given (not None),
     and `thread` the id and recorded settings of the thread continued (see `RECORDED`)."""
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
     file, table = _project_file(directory)
     layers = _layers(file, table, environ, flags, thread)
+    settings, sources = settle(layers, thread, flags)
+    if settings.model is None:
+        settings.model = default_model(environ)
+        sources["model"] = "default: " + _why(settings.model)
+    project = _describe(file) if file else ""
+    return Loaded(settings, sources, file, table, project, tuple(layers), thread, flags)
+
+
+def settle(
+    layers: Sequence[Layer], thread: Thread | None, flags: Mapping[str, Any]
+) -> tuple[Settings, dict[str, str]]:
+    """The settings `layers` make, the weakest first, and where each came from. A later
+    layer's value replaces an earlier one, but lists of rules and names add up (see
+    `_merged`): a project cannot drop a rule or a denied command of yours."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for layer, given in layers:
         for key, value in given.items():
-            merged = value
-            if key == "interrupt_on" and isinstance(value, Mapping):
-                merged = {**values.get("interrupt_on", DEFAULT_GATES), **value}
-            values[key] = merged
-            sources[key] = _source(layer, key)
+            source = _source(layer, key)
+            if key in values and key in _ADDED:
+                source = f"{sources[key]} + {source}"
+            values[key] = _merged(key, values.get(key), value)
+            sources[key] = source
     if thread is not None:
         _tighter(values, sources, thread, flags)
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigurationError(_explain(exc, sources)) from None
-    if settings.model is None:
-        settings.model = default_model(environ)
-        sources["model"] = "default: " + _why(settings.model)
     for key in Settings.model_fields:
         sources.setdefault(key, "default")
-    return Loaded(settings, sources, file, table, _describe(file) if file else "")
+    return settings, sources
+
+
+_ADDED = frozenset(
+    {"interrupt_on", "permissions", "safe_paths", "commands", "mcp_servers", "subagents"}
+)
+"""The settings each layer adds to rather than replaces."""
+
+
+def _merged(key: str, before: Any, value: Any) -> Any:
+    """`value` of a later layer over `before`: rules and lists added after the earlier
+    ones (so the earlier layer's rules match first), tables merged key by key, named
+    entries replaced by name. A value of the wrong shape replaces, for validation to
+    name."""
+    if key == "interrupt_on" and isinstance(value, Mapping):
+        return {**(before if isinstance(before, Mapping) else DEFAULT_GATES), **value}
+    if key not in _ADDED or before is None:
+        return value
+    if key == "commands" and isinstance(before, Mapping) and isinstance(value, Mapping):
+        joined = {**before, **value}
+        for part in ("allow", "deny"):
+            if isinstance(before.get(part), list) and isinstance(value.get(part), list):
+                joined[part] = _added(before[part], value[part])
+        return joined
+    if not (isinstance(before, list) and isinstance(value, list)):
+        return value
+    if key in ("mcp_servers", "subagents"):
+        named = {_name(entry): entry for entry in before}
+        named.update((_name(entry), entry) for entry in value)
+        return list(named.values())
+    return _added(before, value)
+
+
+def _added(before: list[Any], value: list[Any]) -> list[Any]:
+    return [*before, *(entry for entry in value if entry not in before)]
+
+
+def _name(entry: Any) -> Any:
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    return name if isinstance(name, str) else id(entry)
 
 
 def _layers(
@@ -288,10 +378,10 @@ def _layers(
     table: Mapping[str, Any],
     environ: Mapping[str, str],
     flags: Mapping[str, Any],
-    thread: tuple[str, Mapping[str, Any]] | None,
-) -> list[tuple[str, Mapping[str, Any]]]:
+    thread: Thread | None,
+) -> list[Layer]:
     """The layers of settings, by name, the first the weakest."""
-    layers: list[tuple[str, Mapping[str, Any]]] = []
+    layers: list[Layer] = []
     mine = user_file(environ)
     if mine.is_file():
         layers.append(("user config " + str(mine), _read_toml(mine)))
@@ -307,11 +397,11 @@ def _layers(
 def _tighter(
     values: dict[str, Any],
     sources: dict[str, str],
-    thread: tuple[str, Mapping[str, Any]],
+    thread: Thread,
     flags: Mapping[str, Any],
 ) -> None:
     """The thread's recorded limits, where they are tighter and no flag sets them."""
-    for key in _LIMITS:
+    for key in LIMITS:
         recorded = thread[1].get(key)
         if key in flags:
             continue
@@ -343,7 +433,16 @@ def changed(loaded: Loaded, key: str, value: Any, source: str) -> Loaded:
     except ValidationError as exc:
         raise ConfigurationError(_explain(exc, {key: source})) from None
     sources = {**loaded.sources, key: source}
-    return Loaded(settings, sources, loaded.file, loaded.project, loaded.project_source)
+    return Loaded(
+        settings,
+        sources,
+        loaded.file,
+        loaded.project,
+        loaded.project_source,
+        loaded.layers,
+        loaded.thread,
+        loaded.flags,
+    )
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:

@@ -21,38 +21,81 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.cli._config import DEFAULT_GATES, Loaded, Settings, config_dir
+from tether.cli._config import LIMITS, Loaded, Settings, config_dir
 from tether.errors import ConfigurationError
 
 __all__ = ["needs_trust", "trust_file", "trusted"]
 
 
 def needs_trust(loaded: Loaded) -> dict[str, Any]:
-    """The settings from the project file that weaken safety: what they would be."""
-    own = loaded.project_source
-    table = {k: v for k, v in loaded.project.items() if loaded.sources.get(k) == own}
+    """What the project file sets that your own settings (config file, environment,
+    flags) do not, and that widens access, runs a process or lends your files: those
+    settings, as the project would have them. Everything else a project sets narrows
+    (its rules, denied commands and gates add to yours) and needs no trust."""
+    if not loaded.project_source:
+        return {}
+    mine = loaded.without_project()
+    theirs = loaded.settings
+    weakening = {**_gates_off(loaded.project, theirs, mine), **_more_runs(theirs, mine)}
+    for key in ("base_url", "prices"):
+        if getattr(theirs, key) != getattr(mine, key):
+            weakening[key] = theirs.model_dump(mode="json")[key]
+    for key in LIMITS:
+        if _looser(getattr(theirs, key), getattr(mine, key)):
+            weakening[key] = getattr(theirs, key)
+    database = theirs.checkpointer
+    if database != mine.checkpointer and not _inside_project(database):
+        weakening["checkpointer"] = database
+    return weakening
+
+
+def _gates_off(table: Mapping[str, Any], theirs: Settings, mine: Settings) -> dict[str, Any]:
+    """The approvals the project turns off, and the writes it lets skip them."""
     weakening: dict[str, Any] = {}
     gates = table.get("interrupt_on")
     if isinstance(gates, Mapping):
-        off = sorted(name for name, on in gates.items() if on is False)
+        off = sorted(
+            name
+            for name, on in gates.items()
+            if on is False and mine.interrupt_on.get(name) and not theirs.interrupt_on[name]
+        )
         if off:
-            weakening["interrupt_on"] = {name: False for name in off}
-    if table.get("safe_paths"):
-        weakening["safe_paths"] = table["safe_paths"]
-    if table.get("network") is True:
-        weakening["network"] = True
-    if table.get("mode") in ("accept-edits", "yes"):
-        weakening["mode"] = table["mode"]
-    commands = table.get("commands")
-    if isinstance(commands, Mapping) and commands.get("allow"):
-        weakening["commands"] = {"allow": commands["allow"]}
-    for key in ("mcp_servers", "base_url", "prices"):
-        if table.get(key):
-            weakening[key] = table[key]
-    database = table.get("checkpointer")
-    if isinstance(database, str) and not _inside_project(database):
-        weakening["checkpointer"] = database
+            weakening["interrupt_on"] = dict.fromkeys(off, False)
+    added = _new(theirs.safe_paths, mine.safe_paths)
+    if added:
+        weakening["safe_paths"] = added
+    if _ORDER.index(theirs.mode) > _ORDER.index(mine.mode):
+        weakening["mode"] = theirs.mode
     return weakening
+
+
+def _more_runs(theirs: Settings, mine: Settings) -> dict[str, Any]:
+    """The processes and connections the project adds to yours."""
+    weakening: dict[str, Any] = {}
+    allowed = _new(theirs.commands.allow, mine.commands.allow)
+    if allowed:
+        weakening["commands"] = {"allow": allowed}
+    servers = [s.model_dump(mode="json") for s in theirs.mcp_servers if s not in mine.mcp_servers]
+    if servers:  # whole, so that a changed command is asked about again
+        weakening["mcp_servers"] = servers
+    if theirs.network and not mine.network:
+        weakening["network"] = True
+    off = mine.sandbox is False or (mine.sandbox == "auto" and os.geteuid() == 0)
+    if theirs.sandbox is True and off:  # as root, "auto" makes no sandbox: yours to turn on
+        weakening["sandbox"] = True
+    return weakening
+
+
+_ORDER = ("plan", "ask", "accept-edits", "yes")
+"""The permission modes, from the one that lets least run without a question."""
+
+
+def _new(values: list[str], mine: list[str]) -> list[str]:
+    return [value for value in values if value not in mine]
+
+
+def _looser(limit: float | None, mine: float | None) -> bool:
+    return mine is not None and (limit is None or limit > mine)
 
 
 def _inside_project(url: str) -> bool:
@@ -105,30 +148,31 @@ def trusted(
 
 def describe(weakening: Mapping[str, Any]) -> str:
     """The weakening settings in words."""
-    parts = []
-    if "interrupt_on" in weakening:
-        parts.append("turns off approval for " + ", ".join(weakening["interrupt_on"]))
-    if "safe_paths" in weakening:
-        parts.append("lets writes to " + ", ".join(weakening["safe_paths"]) + " skip approval")
-    if "network" in weakening:
-        parts.append("lets sandboxed commands use the network")
-    if "mode" in weakening:
-        parts.append(f"sets the permission mode {weakening['mode']!r}")
-    if "commands" in weakening:
-        allowed = ", ".join(weakening["commands"]["allow"])
-        parts.append(f"lets the commands {allowed} run without asking")
-    if "checkpointer" in weakening:
-        parts.append(f"keeps the run records at {weakening['checkpointer']}")
-    if "mcp_servers" in weakening:
-        names = ", ".join(
-            str(s.get("name")) for s in weakening["mcp_servers"] if isinstance(s, dict)
-        )
-        parts.append(f"starts or connects to the MCP servers {names}")
-    if "base_url" in weakening:
-        parts.append(f"sends the model's requests (and your API key) to {weakening['base_url']}")
-    if "prices" in weakening:
-        parts.append("sets the prices that --max-cost counts with")
+    parts = [_SAID[key](value) for key, value in weakening.items() if key in _SAID]
+    parts += [f"raises {key} to {weakening[key]}" for key in LIMITS if key in weakening]
     return "; ".join(parts)
+
+
+_SAID: dict[str, Callable[[Any], str]] = {
+    "interrupt_on": lambda gates: "turns off approval for " + ", ".join(gates),
+    "safe_paths": lambda paths: "lets writes to " + ", ".join(paths) + " skip approval",
+    "network": lambda _: "lets sandboxed commands use the network",
+    "mode": lambda mode: f"sets the permission mode {mode!r}",
+    "commands": lambda commands: (
+        f"lets the commands {', '.join(commands['allow'])} run without asking"
+    ),
+    "checkpointer": lambda url: f"keeps the run records at {url}",
+    "mcp_servers": lambda servers: (
+        "starts or connects to the MCP servers "
+        + ", ".join(str(s.get("name")) for s in servers if isinstance(s, dict))
+    ),
+    "base_url": lambda url: f"sends the model's requests (and your API key) to {url}",
+    "prices": lambda _: "sets the prices that --max-cost counts with",
+    "sandbox": lambda _: (
+        "turns on `execute` (commands in the sandbox), which your settings leave off"
+    ),
+}
+"""How each weakening setting is said."""
 
 
 def _where(loaded: Loaded) -> str:
@@ -136,21 +180,21 @@ def _where(loaded: Loaded) -> str:
 
 
 def _without(loaded: Loaded, weakening: Mapping[str, Any]) -> Loaded:
-    """`loaded` with the weakening project settings back at their defaults (or at what
-    the user's own layers set)."""
-    settings = loaded.settings.model_copy(deep=True)
-    sources = dict(loaded.sources)
+    """`loaded` made again without the project's weakening settings: where the project
+    set them, yours (or the defaults) hold."""
+    table = dict(loaded.project)
     for key in weakening:
         if key == "interrupt_on":
-            settings.interrupt_on = {**settings.interrupt_on, **DEFAULT_GATES}
+            gates = table.get("interrupt_on", {})
+            table[key] = {name: on for name, on in gates.items() if name not in weakening[key]}
         elif key == "commands":  # its deny list only makes the run safer: it stays
-            settings.commands = settings.commands.model_copy(update={"allow": []})
+            table[key] = {k: v for k, v in table.get(key, {}).items() if k != "allow"}
+        elif key == "mcp_servers":
+            names = {server["name"] for server in weakening[key]}
+            table[key] = [s for s in table.get(key, []) if s.get("name") not in names]
         else:
-            setattr(
-                settings, key, Settings.model_fields[key].get_default(call_default_factory=True)
-            )
-        sources[key] = "default (the project's value is not trusted)"
-    return Loaded(settings, sources, loaded.file, loaded.project, loaded.project_source)
+            table.pop(key, None)
+    return loaded.with_project(table, "the project's value is not trusted")
 
 
 def _read(store: Path) -> dict[str, Any]:
