@@ -7,7 +7,9 @@ while the agent works cannot lead an operation out. Symbolic links are listed bu
 followed: an operation on one fails with a message naming the real path when the link
 stays inside the root. Only regular files are read or written, never devices, FIFOs or
 sockets. A write replaces the file (a new file renamed over the name), so a hard link
-cannot carry it to another name. `.git` directories are not searched by glob and grep.
+cannot carry it to another name. `.git` directories are not searched by glob and grep,
+and nothing is written where git would take it for its own files (any `.git`, at any
+depth, and any directory shaped like a repository's: see `Root`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tether.backends.base import (
     finished,
 )
 from tether.backends.errors import BackendError
-from tether.backends.hostfs import TEMPORARY_PREFIX, Root
+from tether.backends.hostfs import TEMPORARY_PREFIX, InGitDirectory, Root
 from tether.backends.paths import clean, join
 from tether.backends.search import Pattern, compile_pattern, grep_text
 from tether.errors import ConfigurationError
@@ -69,7 +71,7 @@ class FilesystemBackend:
         self.root = resolved
         self.virtual_mode = virtual_mode
         self.max_file_bytes = max_file_bytes
-        self.host = Root(resolved)
+        self.host = Root(resolved, guards_git=True)
         self.admits: Admits | None = None
         self.shown: Callable[[str], str] = as_given
         """How its messages name a path (with a route's prefix, under a composite)."""
@@ -301,6 +303,12 @@ class FilesystemBackend:
         return data
 
     def _write_error(self, path: str, exc: OSError) -> BackendError:
+        if isinstance(exc, InGitDirectory):
+            return BackendError(
+                f"Permission denied: writing {self.shown(path)} would change {exc.strerror}, "
+                "which git reads as its own files and runs what they say (core.fsmonitor, "
+                "hooks): the file tools never write there."
+            )
         link = self._link_error(path)  # a symlink on the way, or at the name itself
         if link is not None:
             return link

@@ -22,11 +22,12 @@ import os
 import posixpath
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TEMPORARY_PREFIX", "LinkInPath", "Root"]
+__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -123,12 +124,26 @@ def _parts(path: str) -> list[str]:
     return parts
 
 
-class Root:
-    """The directory `path` (resolved once, now), and every operation beneath it."""
+class InGitDirectory(PermissionError):
+    """A write refused because git could take what it makes or changes for its own files."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+class Root:
+    """The directory `path` (resolved once, now), and every operation beneath it.
+
+    With `guards_git`, nothing is made or changed where git would read it as its own:
+    no entry named `.git` (in any case) at any depth, since a `.git` file can point git
+    at any directory (`gitdir:`); nothing inside a directory git would take for a
+    repository's (one holding `HEAD` beside `objects`, `refs` or `commondir`: a `.git`
+    directory, a submodule's git directory wherever its `gitdir:` points, a bare
+    repository); and no write that would make a directory look like one. Git runs what
+    those files say (`core.fsmonitor`, hooks) the next time anyone uses the repository.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, guards_git: bool = False) -> None:
         self.path = os.path.realpath(path)
         self.fd = os.open(self.path, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        self.guards_git = guards_git
 
     def __repr__(self) -> str:
         return f"Root({self.path!r})"
@@ -236,19 +251,21 @@ class Root:
 
         New directories belong to their parent's owner when this process is root.
         """
+        self._no_git_name(path)
         directory = os.dup(self.fd)
         try:
             for name in _parts(path):
-                try:
-                    below = os.open(name, _LIST_FLAGS, dir_fd=directory)
-                except FileNotFoundError:
+                with self._may_write(directory, name, path):
                     try:
-                        os.mkdir(name, 0o755, dir_fd=directory)
-                    except FileExistsError:
-                        pass  # made meanwhile; the open below decides what it is
-                    else:
-                        _inherit_owner(directory, name)
-                    below = os.open(name, _LIST_FLAGS, dir_fd=directory)
+                        below = os.open(name, _LIST_FLAGS, dir_fd=directory)
+                    except FileNotFoundError:
+                        try:
+                            os.mkdir(name, 0o755, dir_fd=directory)
+                        except FileExistsError:
+                            pass  # made meanwhile; the open below decides what it is
+                        else:
+                            _inherit_owner(directory, name)
+                        below = os.open(name, _LIST_FLAGS, dir_fd=directory)
                 os.close(directory)
                 directory = below
             return directory
@@ -266,6 +283,7 @@ class Root:
         Raises IsADirectoryError, PermissionError (a read-only file) or other OSErrors.
         """
         parts = _parts(path)
+        self._no_git_name(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         name = parts[-1]
         try:
@@ -279,7 +297,7 @@ class Root:
                     name, os.W_OK, dir_fd=parent, effective_ids=_EFFECTIVE, follow_symlinks=False
                 ):
                     raise PermissionError(errno.EACCES, "the file is read-only", path)
-            with _Written(parent, data, old) as written:
+            with self._may_write(parent, name, path), _Written(parent, data, old) as written:
                 written.rename_to(name)
         finally:
             os.close(parent)
@@ -289,9 +307,10 @@ class Root:
         FileExistsError if anything is at `path`, however recently it appeared, and no
         one ever sees the file part-written."""
         parts = _parts(path)
+        self._no_git_name(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         try:
-            with _Written(parent, data, None) as written:
+            with self._may_write(parent, parts[-1], path), _Written(parent, data, None) as written:
                 written.link_as(parts[-1])
         finally:
             os.close(parent)
@@ -308,14 +327,38 @@ class Root:
         """A new file at `path` opened for writing (it must not exist yet), with its
         directories; it belongs to its directory's owner when this process is root."""
         parts = _parts(path)
+        self._no_git_name(path)
         parent = self.make_dirs("/".join(parts[:-1]))
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
-            fd = os.open(parts[-1], flags, 0o644, dir_fd=parent)
+            with self._may_write(parent, parts[-1], path):
+                fd = os.open(parts[-1], flags, 0o644, dir_fd=parent)
             _inherit_owner(parent, parts[-1])
             return fd
         finally:
             os.close(parent)
+
+    def _no_git_name(self, path: str) -> None:
+        """InGitDirectory before anything is made, when `path` goes through a `.git`."""
+        if self.guards_git and any(part.casefold() == ".git" for part in _parts(path)):
+            raise InGitDirectory(errno.EACCES, "a .git entry", path)
+
+    @contextlib.contextmanager
+    def _may_write(self, directory: int, name: str, path: str) -> Iterator[None]:
+        """Make or change `name` in `directory` (on the way to `path`) inside this, unless
+        it could change what git does (InGitDirectory), when `guards_git`. A name that
+        could complete a git directory is checked and made under one lock, so that two
+        writes of this process cannot each miss the other's half."""
+        if not self.guards_git:
+            yield
+            return
+        with _GIT_SHAPING if name in _GIT_MARKS else contextlib.nullcontext():
+            marks = {mark for mark in _GIT_MARKS if _lstat_at(directory, mark) is not None}
+            if name in _GIT_MARKS:
+                marks.add(name)
+            if "HEAD" in marks and len(marks) > 1:
+                raise InGitDirectory(errno.EACCES, "a git directory", path)
+            yield
 
     # -- walking -----------------------------------------------------------------
 
@@ -356,6 +399,9 @@ class Root:
 
 
 _EFFECTIVE = os.access in os.supports_effective_ids
+_GIT_MARKS = ("HEAD", "objects", "refs", "commondir")
+"""What makes a directory a git directory to git: `HEAD` beside one of the others."""
+_GIT_SHAPING = threading.Lock()
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
 
