@@ -37,6 +37,7 @@ __all__ = [
     "decision_from_json",
     "decision_to_json",
     "decisions_from_json",
+    "joined",
     "match_decisions",
 ]
 
@@ -127,6 +128,23 @@ class Gate:
         if self.when is None or isinstance(args, str):
             return True
         return bool(self.when(args))
+
+    def also(self, other: Gate) -> Gate:
+        """This gate and `other` both in force: a call either stops waits, and only the
+        decisions both allow can be taken (rejecting, when they share none)."""
+        allowed = tuple(d for d in self.allowed if d in other.allowed) or ("reject",)
+        if self.when is None or other.when is None:
+            return Gate(allowed)
+        return Gate(allowed, lambda args: self.stops(args) or other.stops(args))
+
+
+def joined(outer: Mapping[str, Gate], inner: Mapping[str, Gate]) -> dict[str, Gate]:
+    """The gates of an agent (`inner`) under the gates of the agents above it (`outer`):
+    a tool gated by both keeps both, so a subagent's gate only adds to its parent's."""
+    gates = dict(outer)
+    for name, gate in inner.items():
+        gates[name] = gates[name].also(gate) if name in gates else gate
+    return gates
 
 
 def approval_rules(

@@ -29,6 +29,7 @@ from tether.approval import (
     Respond,
     SubagentPaused,
     decision_from_json,
+    joined,
 )
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under
@@ -228,7 +229,7 @@ class _Run:
         self.state = state
         # A subagent keeps the gates of the agents above it (it refuses what they gate).
         inherited = state.parent.data.get(_GATES, {}) if state.parent is not None else {}
-        self.gates: dict[str, Gate] = {**inherited, **self.plan.approvals}
+        self.gates: dict[str, Gate] = joined(inherited, self.plan.approvals)
         state.data[_GATES] = self.gates
         self.budget = budget
         self.new_messages = new_messages

@@ -174,7 +174,9 @@ class PermissionedBackend:
         return path
 
     def visible(self, path: str) -> bool:
-        return allowed(self.rules, "read", path)
+        """Whether a listing or search may show `path`: the rules and the policy both
+        let it be read (a listing is a read of every name in it)."""
+        return self.allows("read", path)
 
     async def ls(self, path: str) -> list[FileInfo]:
         path = self.check("read", path)

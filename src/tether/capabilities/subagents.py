@@ -35,9 +35,12 @@ from tether.tools.tool import Tool, tool
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
+    from tether.backends.base import Backend
+    from tether.capabilities.filesystem import Filesystem
     from tether.checkpoint.journal import Journal, Thread
+    from tether.events import AgentPath
 
-__all__ = ["BACKGROUND", "GENERAL_PURPOSE_AGENT", "Subagents"]
+__all__ = ["BACKGROUND", "GENERAL_PURPOSE_AGENT", "Subagents", "files_of"]
 
 GENERAL_PURPOSE_AGENT = SubAgent(
     name=GENERAL_PURPOSE,
@@ -398,3 +401,34 @@ def _report(stop_reason: str, output: Any, messages: Sequence[Message]) -> str:
         because=_STOPPED_BECAUSE.get(stop_reason, stop_reason),
         report=last.strip() or "(It reported nothing.)",
     )
+
+
+def files_of(agent: Agent[Any], path: AgentPath) -> Backend | None:
+    """The files of the agent at `path` in `agent`'s run tree, as that agent sees them:
+    the top agent's backend behind the rules of every agent on the way down (a
+    subagent's rules add to its parent's). None when that agent has no file tools or
+    `path` names no agent of the tree. An approval card reads a file through this, so
+    it shows only what the agent that asked could read itself."""
+    from tether.backends.permissions import guard
+
+    found = _filesystem(agent)
+    if found is None:
+        return None
+    view = guard(found.backend, found.rules, found.policy)
+    for step in path[1:]:
+        name = step.removeprefix(f"{TASK}:").rsplit("#", 1)[0]
+        delegation = next((c for c in agent._plan.on_run_start if isinstance(c, Subagents)), None)
+        if delegation is None or name not in delegation.agents:
+            return None
+        agent = delegation.agents[name][1]
+        found = _filesystem(agent)
+        if found is None:
+            return None
+        view = guard(view, found.rules, found.policy)
+    return view
+
+
+def _filesystem(agent: Agent[Any]) -> Filesystem | None:
+    from tether.capabilities.filesystem import Filesystem
+
+    return next((c for c in agent._plan.on_run_start if isinstance(c, Filesystem)), None)
