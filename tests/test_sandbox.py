@@ -203,3 +203,30 @@ def test_a_composite_over_a_sandbox_runs_commands_there(tmp_path: Path) -> None:
     assert result.output == "done"
     assert (tmp_path / "ws" / "out.txt").read_text() == "hi\n"
     assert not (tmp_path / "ws" / "scratch").exists()  # the routed file is elsewhere
+
+
+def test_a_commands_cgroup_is_found_below_this_processs_own() -> None:
+    """cgroup v1 with a controller per hierarchy or two sharing one, and cgroup v2."""
+    from tether.backends.sandbox.cgroups import _directory
+
+    mounts = [
+        ("/", "/sys/fs/cgroup/memory", "cgroup", frozenset({"rw", "memory"})),
+        ("/", "/sys/fs/cgroup/cpu,pids", "cgroup", frozenset({"rw", "cpu", "pids"})),
+        ("/", "/sys/fs/cgroup/unified", "cgroup2", frozenset({"rw"})),
+    ]
+    own = {"memory": "/user/a", "pids": "/", "cpu": "/", "": "/session.scope"}
+    assert _directory(mounts, "cgroup", "memory", own) == "/sys/fs/cgroup/memory/user/a"
+    assert _directory(mounts, "cgroup", "pids", own) == "/sys/fs/cgroup/cpu,pids"
+    assert _directory(mounts, "cgroup2", "", own) == "/sys/fs/cgroup/unified/session.scope"
+    assert _directory(mounts, "cgroup", "blkio", own) is None
+    # In a cgroup namespace the mount's root is where this process is.
+    inside = [("/docker/x", "/sys/fs/cgroup", "cgroup2", frozenset({"rw"}))]
+    assert _directory(inside, "cgroup2", "", {"": "/docker/x"}) == "/sys/fs/cgroup"
+
+
+async def test_the_sandbox_says_what_holds_its_limits(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path / "ws")
+    # As root these machines make cgroups (see ENVIRONMENT.md); a user here cannot.
+    assert sandbox.limits_by == ("cgroup" if os.geteuid() == 0 else "watchdog")
+    done = await sandbox.execute("echo fine")
+    assert (done.output, done.over_limit) == ("fine\n", None)

@@ -464,27 +464,19 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
     wanted = settings.sandbox
     if settings.mode == "plan":  # nothing runs
         return FilesystemBackend(directory)
-    if wanted == "auto":
-        if shutil.which("bwrap") is None:
-            output.notice("no `execute`: bubblewrap is not installed", dim=True)
-            return FilesystemBackend(directory)
-        if os.geteuid() == 0 and directory.stat().st_uid == 0:
-            output.notice(
-                "no `execute`: root owns this directory, so the sandbox would lend it to the "
-                "user nobody while it runs; --sandbox accepts that",
-                dim=True,
-            )
-            return FilesystemBackend(directory)
+    if wanted == "auto" and shutil.which("bwrap") is None:
+        output.notice("no `execute`: bubblewrap is not installed", dim=True)
+        return FilesystemBackend(directory)
     if not wanted:
         return FilesystemBackend(directory)
     from tether.backends.sandbox.local import LocalSandbox
 
     try:
         return LocalSandbox(directory, network=settings.network)
-    except ConfigurationError:
+    except ConfigurationError as why:
         if settings.sandbox is True:
             raise
-        output.notice("no `execute`: bubblewrap cannot make a sandbox here", dim=True)
+        output.notice(f"no `execute`: {why}", dim=True)  # why the sandbox cannot run here
         return FilesystemBackend(directory)
 
 
@@ -499,15 +491,15 @@ def _run(options: argparse.Namespace, loaded: Loaded, directory: Path, output: O
 
 @contextlib.contextmanager
 def workspace(loaded: Loaded, directory: Path, output: Output) -> Iterator[Backend]:
-    """The backend the settings ask for, given back to its owners at the end."""
-    _checkpointer_url(loaded, directory)  # .tether is made before a sandbox lends anything
+    """The backend the settings ask for, closed at the end."""
+    _checkpointer_url(loaded, directory)  # .tether is made before the sandbox hides it
     backend = _backend(loaded, directory, output)
     try:
         yield backend
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
-            close()  # a sandbox gives the workspace back to its owners
+            close()
 
 
 def _drive(

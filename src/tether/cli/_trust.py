@@ -80,8 +80,7 @@ def _more_runs(theirs: Settings, mine: Settings) -> dict[str, Any]:
         weakening["mcp_servers"] = servers
     if theirs.network and not mine.network:
         weakening["network"] = True
-    off = mine.sandbox is False or (mine.sandbox == "auto" and os.geteuid() == 0)
-    if theirs.sandbox is True and off:  # as root, "auto" makes no sandbox: yours to turn on
+    if theirs.sandbox is True and mine.sandbox is False:  # "auto" makes one where it can
         weakening["sandbox"] = True
     return weakening
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from tether.backends.base import Backend
 
@@ -14,9 +14,10 @@ __all__ = ["ExecResult", "SandboxBackend"]
 class ExecResult:
     """A finished command: its stdout and stderr interleaved, and how it ended.
 
-    `exit_code` is None when the command was killed (`timed_out`, or a resource limit).
-    `truncated` says `output` is only the start; `full_output` then names the file in
-    the sandbox that holds all of it.
+    `exit_code` is None when the command was killed: it ran out of time (`timed_out`),
+    its processes together went over a limit (`over_limit`: "memory" or "cpu"), or one
+    of them hit a limit of its own. `truncated` says `output` is only the start;
+    `full_output` then names the file in the sandbox that holds all of it.
     """
 
     output: str
@@ -24,6 +25,7 @@ class ExecResult:
     truncated: bool = False
     timed_out: bool = False
     full_output: str | None = None
+    over_limit: Literal["memory", "cpu"] | None = None
 
 
 @runtime_checkable

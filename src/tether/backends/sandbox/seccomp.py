@@ -1,67 +1,127 @@
-"""The sandbox's seccomp filter: commands cannot make user namespaces of their own.
+"""The sandbox's seccomp filter: what a command may not do whatever user it runs as.
 
-Inside a new user namespace a process holds every capability over it, which opens a
-large part of the kernel to it (mounts, network setup, ...). bubblewrap's own
-`--disable-userns` works only when bubblewrap makes a user namespace itself, which it
-does not when tether runs as root, so one filter covers both cases: `unshare` and `clone`
-with CLONE_NEWUSER fail with EPERM, and `clone3` (whose flags a filter cannot read) with
-ENOSYS, so that the C library falls back to `clone`. System calls of another
-architecture (32-bit ones on a 64-bit kernel) fail with EPERM, so they cannot go around
-the filter.
+- No user namespaces of its own. Inside a new user namespace a process holds every
+  capability over it, which opens a large part of the kernel to it (mounts, network
+  setup, ...). bubblewrap's own `--disable-userns` works only when bubblewrap makes a
+  user namespace itself, which it does not when tether runs as root, so the filter
+  covers both cases: `unshare` and `clone` with CLONE_NEWUSER fail with EPERM, and
+  `clone3` (whose flags a filter cannot read) with ENOSYS, so that the C library falls
+  back to `clone`.
+- No setuid or setgid bit (`chmod` and its kin with S_ISUID or S_ISGID fail with
+  EPERM): a command owns the files it makes in the workspace, and a setuid file there
+  would run as that owner (root, when root owns the workspace) for whoever starts it on
+  the host. Writing to a file clears those bits anyway, so `open` needs no rule.
+- No kernel keyrings (`add_key`, `request_key`, `keyctl`): the keys of the user a
+  command runs as are that user's secrets on the host too.
 
-A classic BPF program of a dozen instructions, written here rather than through
-libseccomp so that the sandbox needs no C library beyond bubblewrap.
+System calls of another architecture (32-bit ones on a 64-bit kernel) fail with EPERM,
+so they cannot go around the filter. A classic BPF program of a few dozen instructions,
+written here rather than through libseccomp so that the sandbox needs no C library
+beyond bubblewrap.
 """
 
 from __future__ import annotations
 
 import platform
 import struct
+from dataclasses import dataclass
 
 from tether.errors import ConfigurationError
 
-__all__ = ["no_user_namespaces"]
+__all__ = ["command_filter"]
 
-# (AUDIT_ARCH_*, unshare, clone) by machine; clone3 is 435 everywhere.
-_ARCHITECTURES = {
-    "x86_64": (0xC000003E, 272, 56),
-    "aarch64": (0xC00000B7, 97, 220),
-    "riscv64": (0xC00000F3, 97, 220),
+
+@dataclass(frozen=True, slots=True)
+class _Calls:
+    """One machine's audit architecture and system call numbers."""
+
+    arch: int
+    unshare: int
+    clone: int
+    keys: tuple[int, ...]  # add_key, request_key, keyctl
+    mode_in_arg1: tuple[int, ...]  # chmod (where there is one), fchmod
+    mode_in_arg2: tuple[int, ...]  # fchmodat, fchmodat2
+
+
+_FCHMODAT2 = 452  # the same number everywhere
+_MACHINES = {
+    "x86_64": _Calls(0xC000003E, 272, 56, (248, 249, 250), (90, 91), (268, _FCHMODAT2)),
+    "aarch64": _Calls(0xC00000B7, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2)),
+    "riscv64": _Calls(0xC00000F3, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2)),
 }
 _CLONE3 = 435
 _CLONE_NEWUSER = 0x10000000
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 _X32_BIT = 0x40000000  # x86_64's x32 calls: the same numbers with this bit set
 _EPERM, _ENOSYS = 1, 38
 
 _LOAD, _JEQ, _JGE, _JSET, _RETURN = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_W|BPF_ABS, BPF_K
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (little-endian low word)
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
 
 
-def _op(code: int, k: int, true: int = 0, false: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, true, false, k)
+def _arg(index: int) -> int:
+    """Where argument `index` starts (its low word, little-endian) in seccomp_data."""
+    return 16 + 8 * index
 
 
-def no_user_namespaces(machine: str | None = None) -> bytes:
+class _Program:
+    """A BPF program written with labels: a jump names where it goes, and `bytes()`
+    works out the offsets once every label is placed."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, int, str | None, str | None]] = []
+        self.labels: dict[str, int] = {}
+
+    def op(self, code: int, k: int, true: str | None = None, false: str | None = None) -> None:
+        self.lines.append((code, k, true, false))
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.lines)
+
+    def __bytes__(self) -> bytes:
+        out = b""
+        for index, (code, k, true, false) in enumerate(self.lines):
+            jt = self.labels[true] - index - 1 if true else 0
+            jf = self.labels[false] - index - 1 if false else 0
+            out += struct.pack("=HBBI", code, jt, jf, k)
+        return out
+
+
+def command_filter(machine: str | None = None) -> bytes:
     """The filter for `machine` (default: this one), as bubblewrap's --seccomp reads it."""
     machine = machine or platform.machine()
-    if machine not in _ARCHITECTURES:
+    calls = _MACHINES.get(machine)
+    if calls is None:
         raise ConfigurationError(
-            f"LocalSandbox knows the system calls of {', '.join(_ARCHITECTURES)}, not of {machine}"
+            f"LocalSandbox knows the system calls of {', '.join(_MACHINES)}, not of {machine}"
         )
-    arch, unshare, clone = _ARCHITECTURES[machine]
-    program = [
-        _op(_LOAD, _ARCH),  # 0
-        _op(_JEQ, arch, 0, 9),  # 1: another architecture -> 11
-        _op(_LOAD, _NR),  # 2
-        _op(_JGE, _X32_BIT, 7, 0),  # 3: x32 -> 11
-        _op(_JEQ, _CLONE3, 5, 0),  # 4: clone3 -> 10
-        _op(_JEQ, unshare, 1, 0),  # 5: unshare -> 7
-        _op(_JEQ, clone, 0, 2),  # 6: clone -> 7, anything else -> 9
-        _op(_LOAD, _ARG0),  # 7: the flags
-        _op(_JSET, _CLONE_NEWUSER, 2, 0),  # 8: a new user namespace -> 11
-        _op(_RETURN, _ALLOW),  # 9
-        _op(_RETURN, _ERRNO | _ENOSYS),  # 10
-        _op(_RETURN, _ERRNO | _EPERM),  # 11
-    ]
-    return b"".join(program)
+    p = _Program()
+    p.op(_LOAD, _ARCH)
+    p.op(_JEQ, calls.arch, None, "deny")  # another architecture
+    p.op(_LOAD, _NR)
+    p.op(_JGE, _X32_BIT, "deny")
+    p.op(_JEQ, _CLONE3, "no-such-call")
+    p.op(_JEQ, calls.unshare, "namespace-flags")
+    p.op(_JEQ, calls.clone, "namespace-flags")
+    for number in calls.keys:
+        p.op(_JEQ, number, "deny")
+    for number in calls.mode_in_arg1:
+        p.op(_JEQ, number, "mode-in-arg1")
+    for number in calls.mode_in_arg2:
+        p.op(_JEQ, number, "mode-in-arg2")
+    p.op(_RETURN, _ALLOW)
+    for name, offset, bits in (
+        ("namespace-flags", _arg(0), _CLONE_NEWUSER),
+        ("mode-in-arg1", _arg(1), _SET_ID_BITS),
+        ("mode-in-arg2", _arg(2), _SET_ID_BITS),
+    ):
+        p.label(name)
+        p.op(_LOAD, offset)
+        p.op(_JSET, bits, "deny")
+        p.op(_RETURN, _ALLOW)
+    p.label("no-such-call")
+    p.op(_RETURN, _ERRNO | _ENOSYS)
+    p.label("deny")
+    p.op(_RETURN, _ERRNO | _EPERM)
+    return bytes(p)
