@@ -296,3 +296,84 @@ def test_refused_trust_never_leaves_anything_wider_than_the_users_own(
         assert now.checkpointer == "sqlite:///.tether/other.db"
     if alone.sandbox is False:
         assert now.sandbox is not True
+
+
+@pytest.mark.parametrize("off", ["0", '"no"', '"off"', '"false"', "0.0"])
+def test_a_gate_is_turned_off_only_by_false_itself(repository: Path, off: str) -> None:
+    (repository / "tether.toml").write_text(f"[interrupt_on]\nexecute = {off}\n")
+    with pytest.raises(ConfigurationError, match=r"interrupt_on\.execute \(tether\.toml\)"):
+        load(repository, {}, {})
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///notes/runs.db", "sqlite:///runs.db", "sqlite:///.tether/../x.db"]
+)
+def test_run_records_a_project_keeps_outside_tether_need_trust(
+    repository: Path, home: Path, url: str
+) -> None:
+    (repository / "tether.toml").write_text(f'checkpointer = "{url}"\n')
+    loaded = load(repository, {"XDG_CONFIG_HOME": str(home)}, {})
+    assert needs_trust(loaded) == {"checkpointer": url}
+    (repository / "tether.toml").write_text('checkpointer = "sqlite:///.tether/other.db"\n')
+    assert needs_trust(load(repository, {"XDG_CONFIG_HOME": str(home)}, {})) == {}
+
+
+def test_run_records_are_never_kept_in_git_files(repository: Path, home: Path) -> None:
+    (repository / "tether.toml").write_text('checkpointer = "sqlite:///.git/hooks/t.db"\n')
+    env = environment(XDG_CONFIG_HOME=str(home))
+    model = scripted(repository, "done.json", ["done"])
+    done = tether(repository, "run", "--trust", "--no-sandbox", "--model", model, "Hi.", env=env)
+    assert done.returncode == 2
+    assert "git's own files" in done.stderr
+    assert not (repository / ".git").exists()
+
+
+def test_the_agent_reaches_no_record_of_tethers_nor_the_database_you_chose(
+    repository: Path, home: Path
+) -> None:
+    _user(home, 'checkpointer = "sqlite:///data/runs[1].db"\n')
+    env = environment(XDG_CONFIG_HOME=str(home))
+    first = tether(
+        repository,
+        "run",
+        "--no-sandbox",
+        "--model",
+        scripted(repository, "a.json", ["hi"]),
+        "Hi.",
+        env=env,
+    )
+    assert first.returncode == 0, first.stderr
+    calls = [
+        {
+            "tool": "write_file",
+            "args": {"file_path": "/.tether/sandbox/1-forged.json", "content": "{}"},
+        },
+        {"tool": "read_file", "args": {"file_path": "/.tether/.gitignore"}},
+        {"tool": "read_file", "args": {"file_path": "/data/runs[1].db"}},
+        {"tool": "write_file", "args": {"file_path": "/data/runs[1].db-wal", "content": "x"}},
+    ]
+    model = scripted(repository, "forge.json", [calls, "done"])
+    done = tether(
+        repository, "run", "--json", "-y", "--no-sandbox", "--model", model, "F.", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    results = _finished(done.stdout)
+    assert len(results) == 4
+    assert all(r["is_error"] and "Permission denied" in str(r["content"]) for r in results)
+    assert not (repository / ".tether" / "sandbox" / "1-forged.json").exists()
+
+
+def test_a_project_subagent_replacing_yours_needs_trust(repository: Path, home: Path) -> None:
+    _user(
+        home, '[[subagents]]\nname = "reviewer"\ndescription = "Reviews."\ntools = ["read_file"]\n'
+    )
+    (repository / "tether.toml").write_text(
+        '[[subagents]]\nname = "reviewer"\ndescription = "Reviews."\n'
+        '[[subagents]]\nname = "helper"\ndescription = "Helps."\n'
+    )
+    environ = {"XDG_CONFIG_HOME": str(home)}
+    loaded = load(repository, environ, {})
+    assert [s["name"] for s in needs_trust(loaded)["subagents"]] == ["reviewer"]
+    refused = trusted(loaded, repository, given=False, ask=lambda q: False, environ=environ)
+    got = {s.name: s.tools for s in refused.settings.subagents}
+    assert got == {"reviewer": ["read_file"], "helper": None}  # a new one only narrows

@@ -210,3 +210,24 @@ def test_a_denied_subagent_search_shows_no_hidden_name(tmp_path: Path) -> None:
     asyncio.run(backend.backend.write("/keys/prod.pem", b"BEGIN KEY"))
     hits = asyncio.run(backend.grep("BEGIN", "/"))
     assert not [h for h in hits if re.search("keys", h.path)]
+
+
+def test_an_agent_built_elsewhere_answers_to_its_parents_command_policy(tmp_path: Path) -> None:
+    from tether.capabilities.sandbox import CommandPolicy
+    from tether.backends.sandbox.local import UnsafeLocalShell
+
+    shell = UnsafeLocalShell(tmp_path)
+    run = ToolCall("execute", {"command": "echo rm-ran > ran.txt"})
+    inner = create_agent(
+        FunctionModel(lambda r: [[run], "ran"][len(r.messages) > 1]), backend=shell
+    )
+    call = ToolCall("task", {"subagent_type": "runner", "description": "Run it."})
+    agent = create_agent(
+        FunctionModel(lambda r: [[call], "done"][len(r.messages) > 1]),
+        backend=shell,
+        command_policy=CommandPolicy(deny=["rm"]),
+        subagents=[SubAgent("runner", "Runs commands.", agent=inner)],
+    )
+    result = agent.run("Go.")
+    assert result.stop_reason == "completed"
+    assert not (tmp_path / "ran.txt").exists()

@@ -54,6 +54,10 @@ class CommandPolicy:
 CommandCheck = Callable[[str], str | None]
 
 
+_POLICIES = "command_policies"
+"""In RunState.data: the command policies in force, the top agent's first."""
+
+
 class Sandbox(Capability):
     """Gives the agent `execute` on `backend`. `policy(command)` returns None to allow a
     command, or the reason it is refused (the model sees the reason)."""
@@ -78,13 +82,24 @@ class Sandbox(Capability):
 
     async def on_run_start(self, state: RunState) -> None:
         state.data[COMMAND_RUNNER] = self.run
+        # A subagent's commands answer to the policies of the agents above it too, even
+        # one built elsewhere with a policy of its own (or none).
+        above: tuple[CommandCheck, ...] = ()
+        ancestor = state.parent
+        while ancestor is not None and not above:
+            above = ancestor.data.get(_POLICIES, ())
+            ancestor = ancestor.parent
+        mine = (self.policy,) if self.policy is not None else ()
+        state.data[_POLICIES] = (*above, *(p for p in mine if p not in above))
 
     async def run(self, context: ToolContext, command: str, timeout_seconds: int | None) -> str:
         if not command.strip():
             raise ToolError("The command is empty.")
-        refusal = self.policy(command) if self.policy is not None else None
-        if refusal:
-            raise ToolError(f"Command refused: {refusal}.")
+        policies = context.state.data.get(_POLICIES, ())
+        for policy in policies or ((self.policy,) if self.policy is not None else ()):
+            refusal = policy(command)
+            if refusal:
+                raise ToolError(f"Command refused: {refusal}.")
         result = await self.backend.execute(command, timeout_seconds=timeout_seconds)
         text = result.output.rstrip("\n")
         if result.exit_code is None:

@@ -138,6 +138,7 @@ class MCPSettings(BaseModel):
     headers: dict[str, str] = {}
     prefix: str | None = None
     timeout_seconds: float = Field(60.0, gt=0)
+    start_timeout_seconds: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _one_way(self) -> MCPSettings:
@@ -192,7 +193,7 @@ class Settings(BaseModel):
     """Memory files; unset, `/AGENTS.md` when the project has one."""
     safe_paths: list[str] = []
     """Globs where write_file and edit_file need no approval."""
-    interrupt_on: dict[str, bool] = Field(default_factory=lambda: dict(DEFAULT_GATES))
+    interrupt_on: dict[str, StrictBool] = Field(default_factory=lambda: dict(DEFAULT_GATES))
     """Tools whose calls wait for a person's approval (merged over the defaults)."""
     permissions: list[RuleSettings] = []
     checkpointer: str = "sqlite:///.tether/runs.db"

@@ -62,9 +62,10 @@ _SETTING_FLAGS = (
     "mode",
     "base_url",
 )
-# Never the agent's to touch, whatever the configured rules say: the run records, and git.
+# Never the agent's to touch, whatever the configured rules say: tether's own records
+# (threads, the sandbox's records, .tether/.gitignore), and git.
 _PROTECTED = (
-    ({"read", "write"}, ["/.tether/*.db", "/.tether/*.db-*"]),
+    ({"read", "write"}, ["/.tether", "/.tether/**"]),
     ({"write"}, ["/.git/**"]),
 )
 
@@ -282,6 +283,8 @@ def _plain_database(directory: Path, relative: str, *, create: bool) -> bool:
     """Whether the database can be opened (it exists, or `create`), its way checked."""
     from tether.backends.hostfs import Root
 
+    if any(part.casefold() == ".git" for part in relative.split("/")):
+        raise ConfigurationError(f"the run records cannot be kept in git's own files ({relative})")
     try:
         path = clean(relative)
         host = Root(directory)
@@ -325,6 +328,8 @@ def build_agent(
 ) -> Agent[str]:
     """The agent the settings describe, working on `directory` through `backend`; the
     calls `allowances` covers run without a question."""
+    from wcmatch.glob import escape
+
     from tether import Limits, Price, SubAgent, create_agent
     from tether.backends.composite import CompositeBackend
     from tether.backends.permissions import Rule
@@ -342,6 +347,10 @@ def build_agent(
     if memory is None:
         memory = _agents_file(directory)
     rules = [Rule(ops, paths, "deny") for ops, paths in _PROTECTED]  # type: ignore[arg-type]
+    database = settings.checkpointer.removeprefix("sqlite:///")
+    if database != settings.checkpointer and not database.startswith("/"):  # in the project
+        where = escape(clean(database))
+        rules.append(Rule(["read", "write"], [where, where + "-*"], "deny"))
     if settings.mode == "plan":
         rules.append(Rule(["write"], ["/**"], "deny"))
     prompt = [settings.system_prompt, _PLAN_PROMPT if settings.mode == "plan" else None]

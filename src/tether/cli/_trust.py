@@ -36,7 +36,7 @@ def needs_trust(loaded: Loaded) -> dict[str, Any]:
         return {}
     mine = loaded.without_project()
     theirs = loaded.settings
-    weakening = {**_gates_off(loaded.project, theirs, mine), **_more_runs(theirs, mine)}
+    weakening = {**_gates_off(theirs, mine), **_more_runs(theirs, mine)}
     for key in ("base_url", "prices"):
         if getattr(theirs, key) != getattr(mine, key):
             weakening[key] = theirs.model_dump(mode="json")[key]
@@ -49,18 +49,14 @@ def needs_trust(loaded: Loaded) -> dict[str, Any]:
     return weakening
 
 
-def _gates_off(table: Mapping[str, Any], theirs: Settings, mine: Settings) -> dict[str, Any]:
+def _gates_off(theirs: Settings, mine: Settings) -> dict[str, Any]:
     """The approvals the project turns off, and the writes it lets skip them."""
     weakening: dict[str, Any] = {}
-    gates = table.get("interrupt_on")
-    if isinstance(gates, Mapping):
-        off = sorted(
-            name
-            for name, on in gates.items()
-            if on is False and mine.interrupt_on.get(name) and not theirs.interrupt_on[name]
-        )
-        if off:
-            weakening["interrupt_on"] = dict.fromkeys(off, False)
+    off = sorted(
+        name for name, on in mine.interrupt_on.items() if on and not theirs.interrupt_on[name]
+    )
+    if off:
+        weakening["interrupt_on"] = dict.fromkeys(off, False)
     added = _new(theirs.safe_paths, mine.safe_paths)
     if added:
         weakening["safe_paths"] = added
@@ -78,6 +74,10 @@ def _more_runs(theirs: Settings, mine: Settings) -> dict[str, Any]:
     servers = [s.model_dump(mode="json") for s in theirs.mcp_servers if s not in mine.mcp_servers]
     if servers:  # whole, so that a changed command is asked about again
         weakening["mcp_servers"] = servers
+    yours = {s.name: s for s in mine.subagents}
+    replaced = [s for s in theirs.subagents if s.name in yours and s != yours[s.name]]
+    if replaced:  # its tools, model and prompt in place of the ones you chose
+        weakening["subagents"] = [s.model_dump(mode="json") for s in replaced]
     if theirs.network and not mine.network:
         weakening["network"] = True
     if theirs.sandbox is True and mine.sandbox is False:  # "auto" makes one where it can
@@ -98,8 +98,9 @@ def _looser(limit: float | None, mine: float | None) -> bool:
 
 
 def _inside_project(url: str) -> bool:
-    """A SQLite file given relative to the project, with no way out of it."""
-    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+    """A SQLite file in the project's `.tether/`, with no way out of it: where the agent
+    cannot reach it and sandboxed commands cannot see it."""
+    if not url.startswith("sqlite:///.tether/"):
         return False
     return ".." not in url.removeprefix("sqlite:///").split("/")
 
@@ -167,6 +168,10 @@ _SAID: dict[str, Callable[[Any], str]] = {
     ),
     "base_url": lambda url: f"sends the model's requests (and your API key) to {url}",
     "prices": lambda _: "sets the prices that --max-cost counts with",
+    "subagents": lambda agents: (
+        "replaces your subagents "
+        + ", ".join(str(a.get("name")) for a in agents if isinstance(a, dict))
+    ),
     "sandbox": lambda _: (
         "turns on `execute` (commands in the sandbox), which your settings leave off"
     ),
@@ -188,8 +193,8 @@ def _without(loaded: Loaded, weakening: Mapping[str, Any]) -> Loaded:
             table[key] = {name: on for name, on in gates.items() if name not in weakening[key]}
         elif key == "commands":  # its deny list only makes the run safer: it stays
             table[key] = {k: v for k, v in table.get(key, {}).items() if k != "allow"}
-        elif key == "mcp_servers":
-            names = {server["name"] for server in weakening[key]}
+        elif key in ("mcp_servers", "subagents"):
+            names = {entry["name"] for entry in weakening[key]}
             table[key] = [s for s in table.get(key, []) if s.get("name") not in names]
         else:
             table.pop(key, None)
