@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether import (
+    AlreadyDecidedError,
     Approve,
     ConfigurationError,
     Edit,
@@ -334,3 +335,97 @@ def test_decisions_survive_a_crash_of_the_run_that_applies_them(tmp_path: Path) 
     answers = results_of(result.messages)
     assert answers["d1"] == ("deployed staging", False)
     assert answers["d2"][0].startswith("Interrupted")
+
+
+def test_a_mapping_may_decide_some_calls_and_the_others_keep_waiting(tmp_path: Path) -> None:
+    """One decision at a time, as a page sends them: each is recorded once, the rest
+    keep waiting, and the turn's calls run (each once) when the last is decided."""
+    url = f"sqlite:///{tmp_path}/runs.db"
+    first = agent_for(url).run("Write the files.", thread_id="t")  # type: ignore[attr-defined]
+    w1, w2, w3, w4 = own_ids(first.messages, "w1", "w2", "w3", "w4")
+
+    one = agent_for(url).resume("t", decisions={w1: Approve()})  # type: ignore[attr-defined]
+    assert one.stop_reason == "interrupted"
+    assert [r.call_id for r in one.interrupts] == [w2, w3, w4]
+    assert one.files == {}  # nothing ran: the turn waits as a whole
+    assert one.messages == first.messages
+
+    with pytest.raises(AlreadyDecidedError, match="decided before") as again:
+        agent_for(url).resume("t", decisions={w1: Reject()})  # type: ignore[attr-defined]
+    assert again.value.decisions == {w1: Approve()}  # the first decision stands
+    with pytest.raises(AlreadyDecidedError):  # with a waiting call beside it: nothing taken
+        agent_for(url).resume("t", decisions={w1: Approve(), w2: Reject()})  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="3 call\\(s\\) wait for a decision"):
+        agent_for(url).resume("t", decisions=[Approve()] * 4)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="decides nothing"):
+        agent_for(url).resume("t", decisions={})  # type: ignore[attr-defined]
+
+    two = agent_for(url).resume(  # type: ignore[attr-defined]
+        "t",
+        decisions={
+            w3: Reject(message="not c"),
+            w2: Edit(args={"file_path": "/b2.md", "content": "B2"}),
+        },
+    )
+    assert [r.call_id for r in two.interrupts] == [w4]
+    done = agent_for(url).resume("t", decisions=[Respond(message="done by hand")])  # type: ignore[attr-defined]
+    assert done.output == "finished"
+    assert done.files == {"/a.md": b"A", "/b2.md": b"B2"}
+    answers = results_of(done.messages)
+    assert answers["w3"][0].startswith("Rejected by the user: not c.")
+    assert answers["w4"] == ("done by hand", False)
+    assert not answers["l1"][1]
+    with pytest.raises(AlreadyDecidedError):
+        agent_for(url).resume("t", decisions={w4: Approve()})  # type: ignore[attr-defined]
+
+
+async def test_a_partial_decision_streams_the_calls_still_waiting(tmp_path: Path) -> None:
+    agent = agent_for(f"sqlite:///{tmp_path}/runs.db")
+    first = await agent.arun("go", thread_id="t")  # type: ignore[attr-defined]
+    w1, w2, w3, w4 = own_ids(first.messages, "w1", "w2", "w3", "w4")
+    streamed = [e async for e in agent.stream_resume("t", decisions={w2: Approve()})]  # type: ignore[attr-defined]
+    assert [e.kind for e in streamed] == ["run_started", "approval_requested", "run_finished"]
+    assert [r.call_id for r in streamed[1].requests] == [w1, w3, w4]
+    assert streamed[-1].result.stop_reason == "interrupted"
+    assert streamed[-1].result.interrupts == streamed[1].requests
+
+
+def test_calls_of_two_subagents_are_decided_one_at_a_time(tmp_path: Path) -> None:
+    from tether import SubAgent, tool
+
+    ran: list[str] = []
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy."""
+        ran.append(target)
+        return f"deployed {target}"
+
+    def turn(request: ModelRequest) -> Turn:
+        first = request.messages[0].text  # type: ignore[union-attr]
+        answered = any(isinstance(m, ToolResultMessage) for m in request.messages)
+        if first.startswith("Deploy "):  # a subagent
+            return "deployed" if answered else [ToolCall("deploy", {"target": first[7:]})]
+        if answered:
+            return "all done"
+        return [
+            ToolCall("task", {"subagent_type": "shipper", "description": f"Deploy {t}"})
+            for t in ("staging", "prod")
+        ]
+
+    agent = create_agent(
+        FunctionModel(turn),
+        subagents=[SubAgent("shipper", "Ships.", tools=[deploy], interrupt_on={"deploy": True})],
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+    )
+    first = agent.run("Ship both.", thread_id="t")
+    staging, prod = first.interrupts
+    assert [r.path[-1] for r in (staging, prod)] == ["task:shipper#1", "task:shipper#2"]
+    one = agent.resume("t", decisions={prod.call_id: Reject("not prod")})
+    assert one.interrupts == (staging,)
+    assert ran == []
+    with pytest.raises(AlreadyDecidedError):
+        agent.resume("t", decisions={prod.call_id: Approve()})
+    done = agent.resume("t", decisions={staging.call_id: Approve()})
+    assert done.output == "all done"
+    assert ran == ["staging"]

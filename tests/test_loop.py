@@ -293,7 +293,7 @@ def test_the_token_limit_stops_the_run() -> None:
 def test_the_cost_limit_uses_the_price_table() -> None:
     def reply(request: ModelRequest) -> ModelResponse:
         call = ToolCall("add", {"a": len(request.messages), "b": 0})
-        usage = Usage(1_000_000, 0, requests=1)
+        usage = Usage(1_000_000, 1_000, requests=1)  # (a reply of 0 tokens would be estimated)
         return ModelResponse(AssistantMessage((call,), model_name="house-model", usage=usage))
 
     agent = create_agent(
@@ -304,7 +304,7 @@ def test_the_cost_limit_uses_the_price_table() -> None:
     )
     result = agent.run("go")
     assert result.stop_reason == "budget"
-    assert result.cost_usd == pytest.approx(6)
+    assert result.cost_usd == pytest.approx(3 * (2 + 0.008))
 
 
 def test_a_cost_limit_on_an_unpriced_model_warns_once() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
 from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
 from tether.errors import ConfigurationError, describe
-from tether.events import Compacted, Event
+from tether.events import ApprovalRequested, Compacted, Event, RunFinished, RunStarted
 from tether.limits import Limits, without_spending_limits
 from tether.messages import (
     AssistantMessage,
@@ -288,9 +289,12 @@ class Agent(Generic[OutputT]):
                     raise ConfigurationError(
                         f"thread {thread_id!r} has no call waiting for a decision"
                     )
-                chosen = match_decisions(thread.interrupts, decisions)
+                chosen = match_decisions(thread.interrupts, decisions, decided=thread.decided)
                 await journal.decided(chosen)
                 thread.decisions.update(chosen)
+                rest = [r for r in thread.interrupts if r["call_id"] not in chosen]
+                if rest:  # the turn's calls run once every one is decided
+                    return _still_waiting(thread, tuple(map(ApprovalRequest.from_json, rest)), emit)
             return await execute_run(
                 self,
                 thread.messages,
@@ -436,6 +440,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 "give a thread_id or a message_history, not both: a thread keeps its own"
             )
+        checked_run_thread_id(thread_id)
         run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
         async with self._hold(thread_id, f"run {run_id}", wait) as (journal, thread):
             if thread.unfinished:
@@ -481,6 +486,36 @@ class Agent(Generic[OutputT]):
             yield journal, thread
 
 
+def _still_waiting(
+    thread: Thread, requests: tuple[ApprovalRequest, ...], emit: Callable[[Event], None] | None
+) -> RunResult[Any]:
+    """The result (and the events) of a resume that decided some of the waiting calls: the
+    run stays where it stopped, for the `requests` still waiting."""
+    result: RunResult[Any] = RunResult(
+        output=None,
+        stop_reason="interrupted",
+        messages=tuple(thread.messages),
+        usage=thread.usage,
+        cost_usd=thread.cost_usd,
+        steps=thread.steps,
+        run_id=thread.run_id or "",
+        new_messages_start=thread.run_start,
+        files={path: data for path, (data, _) in thread.files.items()},
+        todos=thread.todos,
+        thread_id=thread.thread_id,
+        interrupts=requests,
+    )
+    if emit is not None:
+        path = ("main",)
+        for event in (
+            RunStarted(path, result.run_id),
+            ApprovalRequested(path, requests),
+            RunFinished(path, result),
+        ):
+            emit(event)
+    return result
+
+
 async def _close_all(capabilities: Sequence[Capability]) -> None:
     """`on_agent_close` for each, last opened first; every one runs even if one fails."""
     errors: list[Exception] = []
@@ -514,6 +549,25 @@ def _checked_thread_id(thread_id: object) -> str:
         thread_id.encode()
     except UnicodeEncodeError:
         raise ConfigurationError(f"thread_id must be valid Unicode, got {thread_id!r}") from None
+    return thread_id
+
+
+_RUNNABLE_THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
+
+
+def checked_run_thread_id(thread_id: object) -> str:
+    """`thread_id` for a run to start on: 1 to 128 ASCII letters, digits and `_ . : @ -`,
+    the first a letter or digit. Such an id is one path segment of every URL and one
+    argument of every command (no `/`, no `..`, no leading `-`, nothing invisible), so a
+    thread started anywhere can be watched, stopped and deleted everywhere. Threads with
+    other ids (made by an older tether) can still be resumed, read and deleted."""
+    thread_id = _checked_thread_id(thread_id)
+    if not _RUNNABLE_THREAD_ID.fullmatch(thread_id):
+        shown = repr(thread_id if len(thread_id) <= 80 else thread_id[:80] + "...")
+        raise ConfigurationError(
+            "a thread id is 1 to 128 letters (a-z, A-Z), digits and '_', '.', ':', '@', '-', "
+            f"starting with a letter or digit; got {shown} ({len(thread_id)} characters)"
+        )
     return thread_id
 
 

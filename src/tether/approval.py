@@ -3,8 +3,9 @@
 `create_agent(interrupt_on={"write_file": True, "delete": {"allow": ["approve", "reject"]}})`
 stops a run before those tools run, with `stop_reason="interrupted"` and one
 `ApprovalRequest` per waiting call in `RunResult.interrupts`. `agent.resume(thread_id,
-decisions=[...])` answers them, in the same process or another one. A `"when"` predicate
-on the call's arguments gates only some calls:
+decisions=[...])` answers them, in the same process or another one; a mapping by call id
+may answer some of them, and the others keep waiting (the turn's calls run once every one
+is decided). A `"when"` predicate on the call's arguments gates only some calls:
 `{"write_file": {"when": lambda args: not args["file_path"].startswith("/notes/")}}`.
 
 Subagents keep their parent's gates. A gated call of a subagent, at any depth, stops
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from tether.errors import ConfigurationError
+from tether.errors import AlreadyDecidedError, ConfigurationError
 
 __all__ = [
     "DECISIONS",
@@ -35,6 +36,7 @@ __all__ = [
     "Respond",
     "approval_rules",
     "decision_from_json",
+    "decision_of",
     "decision_to_json",
     "decisions_from_json",
     "joined",
@@ -211,9 +213,17 @@ def decision_from_json(data: Mapping[str, Any]) -> Decision:
 def match_decisions(
     requests: Sequence[Mapping[str, Any]],
     decisions: Sequence[Decision] | Mapping[str, Decision] | None,
+    *,
+    decided: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """`decisions` (in the order of `requests`, or by call id) as JSON by call id, after
-    checking that they answer every request, and only with decisions it allows."""
+    """`decisions` as JSON by call id, each checked against the waiting request it answers
+    and the decisions that request allows.
+
+    A mapping by call id may answer some of the waiting calls: the others keep waiting. A
+    list answers all of them, in the order of `requests`. `decided` holds the decisions
+    given before, by call id: a mapping that names one of those calls again raises
+    `AlreadyDecidedError` (a double click, a second client), so nothing is decided twice.
+    """
     waiting = {r["call_id"]: r for r in requests}
     listing = ", ".join(f"{r['tool']} ({r['call_id']})" for r in requests)
     if decisions is None:
@@ -221,7 +231,10 @@ def match_decisions(
             f"{len(requests)} call(s) wait for a decision: {listing}; pass decisions=[...]"
         )
     if isinstance(decisions, Mapping):
+        if not decisions:
+            raise ConfigurationError(f"decisions={{}} decides nothing; waiting: {listing}")
         unknown = [k for k in decisions if k not in waiting]
+        _refuse_decided_again(unknown, decided or {})  # 409, not 400: it was waiting before
         if unknown:
             raise ConfigurationError(
                 f"decisions name calls that are not waiting: {unknown}; waiting: {listing}"
@@ -230,14 +243,22 @@ def match_decisions(
     elif isinstance(decisions, str | bytes) or len(decisions) != len(requests):
         got = "a string" if isinstance(decisions, str | bytes) else len(decisions)
         raise ConfigurationError(
-            f"{len(requests)} call(s) wait for a decision ({listing}), got {got} decisions"
+            f"{len(requests)} call(s) wait for a decision ({listing}), got {got} decisions; "
+            "to decide some of them only, pass a mapping by call id"
         )
     else:
         by_id = {r["call_id"]: d for r, d in zip(requests, decisions, strict=True)}
-    missing = [k for k in waiting if k not in by_id]
-    if missing:
-        raise ConfigurationError(f"no decision for the waiting call(s) {missing}")
     return {k: _checked(d, waiting[k]) for k, d in by_id.items()}
+
+
+def _refuse_decided_again(ids: Sequence[object], decided: Mapping[str, Mapping[str, Any]]) -> None:
+    again = [i for i in ids if isinstance(i, str) and i in decided]
+    if again:
+        earlier = {i: decision_from_json(decided[i]) for i in again}
+        listing = ", ".join(f"{i}: {d.kind}" for i, d in earlier.items())
+        raise AlreadyDecidedError(
+            f"these calls were decided before ({listing}); nothing ran again", decisions=earlier
+        )
 
 
 DECISION_TYPES = (Approve, Edit, Reject, Respond)
@@ -260,21 +281,22 @@ def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
 def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
     """Decisions written as JSON: a list in the order of the waiting calls, or an object
     by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
-
-    def one(item: object) -> Decision:
-        if not isinstance(item, Mapping) or item.get("kind") not in DECISIONS:
-            raise ConfigurationError(
-                'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
-                f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '
-                f'"message": "..."}}; got {item!r}'
-            )
-        message = str(item.get("message", ""))
-        return decision_from_json(
-            {"kind": item["kind"], "args": item.get("args", {}), "message": message}
-        )
-
     if isinstance(data, list):
-        return [one(item) for item in data]
+        return [decision_of(item) for item in data]
     if isinstance(data, dict):
-        return {str(key): one(value) for key, value in data.items()}
+        return {str(key): decision_of(value) for key, value in data.items()}
     raise ConfigurationError(f"decisions must be a JSON list or object, got {data!r}")
+
+
+def decision_of(item: object) -> Decision:
+    """One decision written as JSON (from a person, a file, a web page), checked."""
+    if not isinstance(item, Mapping) or item.get("kind") not in DECISIONS:
+        raise ConfigurationError(
+            'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
+            f'{{"kind": "reject", "message": "..."}} or {{"kind": "respond", '
+            f'"message": "..."}}; got {item!r}'
+        )
+    message = str(item.get("message", ""))
+    return decision_from_json(
+        {"kind": item["kind"], "args": item.get("args", {}), "message": message}
+    )

@@ -137,11 +137,13 @@ class Budget:
             budget = budget.parent
 
     def charge(self, usage: Usage, cost_usd: float | None) -> None:
-        """Count one model response here and in every ancestor; unknown cost counts as 0."""
+        """Count one model response here and in every ancestor; unknown cost counts as 0,
+        and so does a cost that is negative or not a number: nothing is a discount."""
+        cost = cost_usd if cost_usd is not None and cost_usd > 0 else 0.0  # NaN > 0 is False
         budget: Budget | None = self
         while budget is not None:
             budget.usage += usage
-            budget.cost_usd += cost_usd or 0.0
+            budget.cost_usd += cost
             budget.model_calls += 1
             budget = budget.parent
 

@@ -66,6 +66,7 @@ from tether.messages import (
     own_calls,
 )
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.usage import checked
 from tether.output import FINAL_RESULT
 from tether.state import FILES_SEEN, RunState, ToolContext
 from tether.tracing import failed, span
@@ -345,7 +346,7 @@ class _Run:
             return
         request = await self._prepare_request()
         response = await self._call_model(request)
-        self._record(response)
+        self._record(response, request)
         calls = response.message.tool_calls
         if calls:
             await self._handle_calls(calls, cut_off=response.finish_reason == "length")
@@ -449,13 +450,14 @@ class _Run:
         if response is None:
             raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
         response = replace(response, message=own_calls(response.message, ids.in_order()))
+        response = checked(response, request, self.agent.model.name)  # before anyone counts
         for capability in self.plan.after_model:
             response = await capability.after_model(state, response)
         return response
 
-    def _record(self, response: ModelResponse) -> None:
+    def _record(self, response: ModelResponse, request: ModelRequest) -> None:
         state = self.state
-        usage, cost = self.plan.prices.charge_of(response, self.agent.model)
+        usage, cost = self.plan.prices.charge_of(response, self.agent.model, request)
         if cost is None:
             self._warn_unknown_cost()
         state.messages.append(response.message)

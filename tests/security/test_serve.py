@@ -1,6 +1,7 @@
 """The server as an attacker meets it: requests without the token, pages of other sites
 (by CORS or by pointing a domain at 127.0.0.1), two clicks on one approval (in one
-server or two), and a waiting call whose diff would show a file the agent cannot read."""
+server or two), clicks on several cards of one thread at once, and a waiting call whose
+diff would show a file the agent cannot read."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import asyncio
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.serve.helpers import TOKEN, approve, client, events, run_input
+from tests.serve.helpers import AUTH, TOKEN, approve, client, events, run_input, served
 from tether import create_agent, tool
 from tether.agent import Agent
 from tether.backends.filesystem import FilesystemBackend
@@ -227,3 +229,58 @@ async def test_an_allowed_origin_reads_a_refusal_but_gets_nothing_without_the_to
         refused = await c.get("/api/agents", headers={"Origin": "https://ui.example"})
     assert refused.status_code == 401
     assert refused.headers["access-control-allow-origin"] == "https://ui.example"
+
+
+def two_calls(tmp_path: Path, log: list[str]) -> Agent[str]:
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy."""
+        log.append(target)
+        return "deployed"
+
+    def turn(request: ModelRequest) -> Turn:
+        done = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        calls = [ToolCall("deploy", {"target": t}, id=t) for t in ("staging", "prod")]
+        return [calls, "done"][done]
+
+    return create_agent(
+        FunctionModel(turn),
+        tools=[deploy],
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+        interrupt_on={"deploy": True},
+    )
+
+
+async def test_clicks_on_two_cards_in_two_servers_at_once_run_each_call_once(
+    tmp_path: Path,
+) -> None:
+    """Two real servers on one database, each clicked on a different card of the same
+    thread at the same moment, then both clicked again on both: each decision is taken
+    once, the turn runs once, and every repeat is refused."""
+    log: list[str] = []
+    with (
+        served(app({"a": two_calls(tmp_path, log)}, token=TOKEN)) as one_url,
+        served(app({"a": two_calls(tmp_path, log)}, token=TOKEN)) as two_url,
+    ):
+        async with (
+            httpx.AsyncClient(base_url=one_url, headers=AUTH, timeout=60) as one,
+            httpx.AsyncClient(base_url=two_url, headers=AUTH, timeout=60) as two,
+        ):
+            started = await one.post("/api/agents/a", json=run_input("t", "Go."))
+            staging, prod = (i["id"] for i in events(started.text)[-1]["outcome"]["interrupts"])
+            clicks = await asyncio.gather(
+                one.post("/api/agents/a", json=run_input("t", resume=approve(staging))),
+                two.post("/api/agents/a", json=run_input("t", resume=approve(prod))),
+            )
+            again = await asyncio.gather(
+                *(
+                    client.post("/api/agents/a", json=run_input("t", resume=approve(card)))
+                    for client in (one, two)
+                    for card in (staging, prod)
+                )
+            )
+            detail = (await two.get("/api/agents/a/threads/t")).json()
+    assert [r.status_code for r in clicks] == [200, 200]
+    assert [r.status_code for r in again] == [409, 409, 409, 409]
+    assert sorted(log) == ["prod", "staging"]
+    assert detail["status"] == "completed"

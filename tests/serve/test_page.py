@@ -198,3 +198,61 @@ def test_the_page_asks_for_the_token_and_refuses_a_wrong_one(tmp_path: Path, bro
         page.click("#login button")
         page.wait_for_selector("#app:not([hidden])")
         assert page.text_content("#agent") == "a (function)"
+
+
+def test_two_waiting_calls_are_decided_one_click_each(tmp_path: Path, browser: Any) -> None:
+    """Each card sends its own decision; a double click decides one call once, and the
+    card it was on stays put (the next card's button never slides under the mouse)."""
+    root = tmp_path / "work"
+    root.mkdir()
+
+    async def turn(request: ModelRequest) -> Turn:
+        await asyncio.sleep(0.2)
+        if any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return "Decided, both."
+        return [
+            ToolCall("write_file", {"file_path": "/a.md", "content": "A\n"}, id="w1"),
+            ToolCall("write_file", {"file_path": "/b.md", "content": "B\n"}, id="w2"),
+        ]
+
+    agent = create_agent(
+        FunctionModel(turn),
+        backend=FilesystemBackend(root),
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+        interrupt_on={"write_file": True},
+    )
+    errors: list[str] = []
+    with served(app({"files": agent}, token=TOKEN)) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{url}/#token={TOKEN}")
+        page.fill("#prompt", "Write both files.")
+        page.click("#send")
+        page.locator("#status", has_text="waiting for approval").wait_for(timeout=20_000)
+        page.wait_for_selector(".card >> nth=1")
+        first, second = page.locator(".card").nth(0), page.locator(".card").nth(1)
+        assert "+A" in first.text_content()
+        box = first.bounding_box()
+
+        first.locator("button[data-decision=approve]").dblclick()  # two clicks, one decision
+        page.wait_for_load_state("networkidle")
+        page.locator(".card.decided", has_text="runs once every call is decided").wait_for()
+        assert page.locator(".card").count() == 2  # both shown, in their places
+        assert page.locator(".card").nth(0).bounding_box() == box
+        assert page.text_content("#status") == "waiting for approval"
+        assert second.locator("button[data-decision=approve]").is_enabled()
+        assert not (root / "a.md").exists()  # the turn runs once every call is decided
+        assert page.is_hidden("#error")
+
+        second.locator("button[data-decision=reject]").click()  # asks why first
+        second.locator("textarea").fill("not b")
+        second.locator("button[data-decision=reject]").click()
+        page.wait_for_selector("#status.completed", timeout=20_000)
+        assert page.text_content(".msg.assistant >> nth=-1") == "Decided, both."
+        assert page.locator(".card").count() == 0
+    assert errors == []
+    assert (root / "a.md").read_text() == "A\n"
+    assert not (root / "b.md").exists()
+    history = agent.history(agent.threads()[0].thread_id)
+    answered = [r.call_id for m in history if isinstance(m, ToolResultMessage) for r in m.results]
+    assert sorted(answered) == sorted([own_id(history, "w1"), own_id(history, "w2")])

@@ -313,7 +313,7 @@ class ContextCompaction(Capability):
             response = await self.summarizer.request(request)
         except Exception:  # any failure falls back to truncation
             return None
-        state.charge(*self.prices.charge_of(response, self.summarizer))
+        state.charge(*self.prices.charge_of(response, self.summarizer, request))
         summary = response.message.text.strip()
         if not summary or len(summary) / meter.chars_per_token > longest:
             return None

@@ -362,10 +362,12 @@ def replay(thread_id: str, records: Sequence[Record]) -> Thread:
         elif kind == "interrupt":
             thread.interrupts = thread.asked = record["requests"]
             thread.stop_reason = "interrupted"
-        elif kind == "decided":
+        elif kind == "decided":  # some of the calls, or all: the others still wait
             thread.decisions.update(record["decisions"])
             thread.decided.update(record["decisions"])
-            thread.interrupts, thread.stop_reason = [], None
+            decided = record["decisions"]
+            thread.interrupts = [r for r in thread.interrupts if r["call_id"] not in decided]
+            thread.stop_reason = "interrupted" if thread.interrupts else None
         elif kind == "end":
             thread.stop_reason, thread.output = record["stop"], record["output"]
             if thread.stop_reason != "interrupted":  # abandoned: nothing waits any more

@@ -116,7 +116,11 @@ def _decide(options: argparse.Namespace) -> int:
     if decisions is None:
         raise ConfigurationError("decide with --approve, --reject [REASON] or --decisions FILE")
     handle.decide(decisions)
-    print(f"decided {len(status.interrupts)} call(s); a worker continues thread {options.thread}")
+    count, waiting = len(decisions), len(status.interrupts)
+    if count < waiting:  # a mapping by call id may decide some of them
+        print(f"decided {count} of {waiting} calls; the others still wait ({options.thread})")
+        return EXIT_CODES["interrupted"]
+    print(f"decided {count} call(s); a worker continues thread {options.thread}")
     return 0
 
 

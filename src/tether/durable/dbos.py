@@ -27,13 +27,13 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from tether.agent import Agent, OutputT, RunResult, _run_sync
+from tether.agent import Agent, OutputT, RunResult, _run_sync, checked_run_thread_id
 from tether.approval import ApprovalRequest, Decision, match_decisions
 from tether.checkpoint.lease import LEASE_SECONDS
 from tether.checkpoint.postgres import PostgresCheckpointer
@@ -142,8 +142,8 @@ class _Client:
     def enqueue(self, name: str, task: str, thread_id: str | None, key: str | None) -> RunHandle:
         if not isinstance(task, str) or not task.strip():
             raise ConfigurationError("a durable run's task must be a non-empty string")
-        if thread_id is not None and (not isinstance(thread_id, str) or not thread_id.strip()):
-            raise ConfigurationError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        if thread_id is not None:
+            checked_run_thread_id(thread_id)
         thread_id = thread_id or f"thread_{uuid.uuid4().hex[:16]}"
         workflow_id = f"{thread_id}:{key or uuid.uuid4().hex[:12]}"
         run_id = _run_id(workflow_id)
@@ -207,9 +207,10 @@ class _Client:
     async def decide(
         self, status: RunStatus, decisions: Sequence[Decision] | Mapping[str, Decision]
     ) -> None:
-        """Record the decisions in the thread, then wake the workflow: from then on the
-        run no longer waits, in every process's view. The decisions answer the calls that
-        `status` showed: sent twice, the second raises `AlreadyDecidedError`."""
+        """Record the decisions in the thread; once every waiting call is decided, wake
+        the workflow: from then on the run no longer waits, in every process's view. A
+        mapping by call id may decide some of the calls, the others keep waiting; sent
+        again for a call already decided, decisions raise `AlreadyDecidedError`."""
         from tether.checkpoint.journal import Journal, read_thread
         from tether.checkpoint.lease import hold
 
@@ -220,16 +221,16 @@ class _Client:
             raise ConfigurationError(
                 f"the run of thread {thread_id!r} is {status.state}, not waiting for a decision"
             )
-        chosen = match_decisions([asdict(r) for r in status.interrupts], decisions)
         async with hold(self.checkpointer, thread_id, "decide", wait=_DECIDE_WAIT) as me:
-            thread = await read_thread(self.checkpointer, thread_id)
-            if {r["call_id"] for r in thread.interrupts} != set(chosen):
-                thread.refuse_decided_again(chosen)
-                raise ConfigurationError(
-                    f"the run of thread {thread_id!r} no longer waits for these calls"
-                )
+            thread = await read_thread(self.checkpointer, thread_id)  # as it is now
+            if not thread.interrupts:
+                thread.refuse_decided_again(decisions)
+                raise ConfigurationError(f"the run of thread {thread_id!r} no longer waits")
+            chosen = match_decisions(thread.interrupts, decisions, decided=thread.decided)
             await Journal(self.checkpointer, thread_id, me.token).decided(chosen)
-        await asyncio.to_thread(self.client.send, status.workflow_id, chosen, _DECISIONS)
+            rest = len(thread.interrupts) - len(chosen)
+        if rest == 0:
+            await asyncio.to_thread(self.client.send, status.workflow_id, chosen, _DECISIONS)
 
 
 class RunHandle:
@@ -300,8 +301,8 @@ class RunHandle:
         return await self._durable._result(status)
 
     def decide(self, decisions: Sequence[Decision] | Mapping[str, Decision]) -> None:
-        """Answer the calls the run waits on (a list in their order, or by call id); a
-        worker then continues the run."""
+        """Answer the calls the run waits on (a list in their order, or by call id, some
+        of them); once every one is decided, a worker continues the run."""
         _run_sync(lambda: self.adecide(decisions))
 
     async def adecide(self, decisions: Sequence[Decision] | Mapping[str, Decision]) -> None:

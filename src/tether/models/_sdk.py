@@ -433,5 +433,8 @@ def schema_name(name: str) -> str:
 
 
 def usage_int(value: Any) -> int:
-    """A token count from a usage field that may be missing or None."""
-    return value if isinstance(value, int) else 0
+    """A token count from a usage field, 0 when it holds none (missing, None, negative,
+    not a number: see `token_count`); the loop estimates an input or output count of 0."""
+    from tether.models.usage import token_count
+
+    return token_count(value) or 0

@@ -51,6 +51,7 @@ from tether.models.base import (
 )
 from tether.models.prices import Price
 from tether.models.profiles import ModelProfile
+from tether.models.usage import token_count
 
 __all__ = ["CANNOT_DO", "FINISH", "MODELS", "LocalModel"]
 
@@ -196,8 +197,8 @@ async def _generated(
         usage = None
         if getattr(chunk, "usage", None) is not None:
             usage = Usage(
-                input_tokens=chunk.usage.prompt_tokens,
-                output_tokens=chunk.usage.completion_tokens,
+                input_tokens=token_count(getattr(chunk.usage, "prompt_tokens", None)) or 0,
+                output_tokens=token_count(getattr(chunk.usage, "completion_tokens", None)) or 0,
                 requests=1,
             )
         piece = (choice.delta.content or "") if choice is not None else ""

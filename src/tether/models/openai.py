@@ -308,10 +308,10 @@ class _ChatReader:
 
 
 def _chat_usage(usage: Any) -> Usage:
-    details = usage.prompt_tokens_details
+    details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
-        input_tokens=_sdk.usage_int(usage.prompt_tokens),
-        output_tokens=_sdk.usage_int(usage.completion_tokens),
+        input_tokens=_sdk.usage_int(getattr(usage, "prompt_tokens", None)),
+        output_tokens=_sdk.usage_int(getattr(usage, "completion_tokens", None)),
         cache_read_tokens=_sdk.usage_int(getattr(details, "cached_tokens", None)),
         cache_write_tokens=_sdk.usage_int(getattr(details, "cache_write_tokens", None)),
         requests=1,
@@ -371,23 +371,23 @@ class _ResponsesReader:
         parts = _responses_parts(final.output, cut=finish == "length")
         if finish is None:
             finish = "tool_calls" if any(isinstance(p, ToolCall) for p in parts) else "stop"
-        usage = final.usage
         message = AssistantMessage(
-            tuple(parts),
-            final.model or self.model,
-            Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=_sdk.usage_int(usage.input_tokens_details.cached_tokens),
-                cache_write_tokens=_sdk.usage_int(
-                    getattr(usage.input_tokens_details, "cache_write_tokens", None)
-                ),
-                requests=1,
-            )
-            if usage is not None
-            else Usage(requests=1),
+            tuple(parts), final.model or self.model, _responses_usage(final.usage)
         )
         return ModelResponse(message, finish, getattr(final, "id", None))
+
+
+def _responses_usage(usage: Any) -> Usage:
+    """A Responses usage object's counts; any of it may be missing (servers that speak
+    the API are not all OpenAI's)."""
+    details = getattr(usage, "input_tokens_details", None)
+    return Usage(
+        input_tokens=_sdk.usage_int(getattr(usage, "input_tokens", None)),
+        output_tokens=_sdk.usage_int(getattr(usage, "output_tokens", None)),
+        cache_read_tokens=_sdk.usage_int(getattr(details, "cached_tokens", None)),
+        cache_write_tokens=_sdk.usage_int(getattr(details, "cache_write_tokens", None)),
+        requests=1,
+    )
 
 
 def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigurationError
 from tether.messages import Usage
+from tether.models.usage import checked
 
 if TYPE_CHECKING:
-    from tether.models.base import Model, ModelResponse
+    from tether.models.base import Model, ModelRequest, ModelResponse
 
 __all__ = ["Price", "PriceBook"]
 
@@ -32,8 +35,14 @@ class Price:
             "cache_write_per_mtok",
         ):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigurationError(f"Price.{name} must not be negative, got {value}")
+            if value is None and name.startswith("cache"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise ConfigurationError(f"Price.{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ConfigurationError(
+                    f"Price.{name} must be a finite number, not negative, got {value!r}"
+                )
 
     def cost(self, usage: Usage) -> float:
         """USD for `usage` at this price."""
@@ -82,11 +91,18 @@ class PriceBook:
             return price.cost(usage)
         return float(price.calc_price(_genai_usage(usage))["total_price"])
 
-    def charge_of(self, response: ModelResponse, model: Model) -> tuple[Usage, float | None]:
-        """What one response of `model` used (counted as one request) and cost."""
-        usage = response.usage if response.usage.requests else replace(response.usage, requests=1)
+    def charge_of(
+        self, response: ModelResponse, model: Model, request: ModelRequest
+    ) -> tuple[Usage, float | None]:
+        """What one response of `model` to `request` used and cost. The usage is checked
+        first (see `tether.models.usage`); a cost that is not a number, or negative,
+        is unknown (None), never a discount."""
+        usage = checked(response, request, model.name).usage
         provider = response.provider or model.provider
-        return usage, self.cost(usage, response.model_name or model.name, provider)
+        cost = self.cost(usage, response.model_name or model.name, provider)
+        if cost is not None and not cost >= 0:  # NaN compares false
+            return usage, None
+        return usage, cost
 
     def _lookup(self, model: str, provider: str | None) -> Any:
         key = (model, provider)

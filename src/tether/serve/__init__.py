@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from tether.agent import Agent
-from tether.approval import ApprovalRequest, Reject, decisions_from_json
+from tether.agent import Agent, checked_run_thread_id
+from tether.approval import ApprovalRequest
 from tether.errors import AlreadyDecidedError, ConfigurationError, TetherError, ThreadBusyError
 from tether.serve import _agui
+from tether.serve._decisions import OneAtATime, decisions_of
 from tether.serve._live import LiveRuns
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ __all__ = ["TOKEN_VARIABLE", "app", "new_token"]
 TOKEN_VARIABLE = "TETHER_SERVE_TOKEN"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _ABANDON_WAIT = 30.0  # seconds a stopped durable run's worker has to finish its step
+_DECIDE_WAIT = 10.0  # seconds a decision waits for the one before it, or for the lease
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -263,6 +265,7 @@ class _Server:
                 self.agents_by_name[name] = agent.agent
                 self.durables[name] = agent
         self.live = LiveRuns()
+        self.deciding = OneAtATime()
 
     def _agent(self, request: Request) -> tuple[str, Agent[Any]]:
         name = request.path_params["agent"]
@@ -391,6 +394,25 @@ class _Server:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
+        if given.resume:  # one decision at a time here, each reading what the last left
+            async with self.deciding.turn(name, given.thread_id):
+                live = self.live.get(name, given.thread_id)
+                if live is not None:  # the stream of the decision before this one
+                    try:  # what is not waiting is refused at once, without waiting
+                        decisions_of(await _thread(agent, given.thread_id), given.resume)
+                    except TetherError as exc:
+                        return _refusal(exc)
+                    await live.ended(_DECIDE_WAIT)  # at once, unless that decision was the last
+                return await self._start(name, agent, given)
+        if _prompt(given) is not None:
+            try:
+                checked_run_thread_id(given.thread_id)
+            except ConfigurationError as exc:
+                return _refusal(exc)
+        return await self._start(name, agent, given)
+
+    async def _start(self, name: str, agent: Agent[Any], given: Any) -> Response:
+        """Start what `given` asks on its thread as the thread's live run, and stream it."""
         thread_id = given.thread_id
         run_id = given.run_id or f"run_{uuid.uuid4().hex[:16]}"
         if self.live.get(name, thread_id) is not None:
@@ -420,15 +442,19 @@ def _stream(chunks: AsyncIterator[str]) -> Response:
     return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
 
 
-async def _run_events(agent: Agent[Any], given: Any) -> Any:
-    """What to run for an AG-UI input: a function giving the run's tether events."""
+async def _thread(agent: Agent[Any], thread_id: str) -> Thread:
     from tether.checkpoint.journal import read_thread
 
+    return await read_thread(agent._checkpointer(), thread_id)
+
+
+async def _run_events(agent: Agent[Any], given: Any) -> Any:
+    """What to run for an AG-UI input: a function giving the run's tether events."""
     thread_id = given.thread_id
     if given.resume:
-        thread = await read_thread(agent._checkpointer(), thread_id)
-        decisions = _decisions(thread, given.resume)
-        return lambda: agent.stream_resume(thread_id, decisions=decisions)
+        thread = await _thread(agent, thread_id)
+        decisions = decisions_of(thread, given.resume)
+        return lambda: agent.stream_resume(thread_id, decisions=decisions, wait=_DECIDE_WAIT)
     prompt = _prompt(given)
     if prompt is not None:
         return lambda: agent.stream(prompt, thread_id=thread_id)
@@ -452,7 +478,7 @@ async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
     thread = await durable._client.thread(thread_id)
     cursor = Cursor.at(thread)
     if given.resume:
-        decisions = _decisions(thread, given.resume)
+        decisions = decisions_of(thread, given.resume)
         handle = await asyncio.to_thread(durable.handle, thread_id)
         await handle.adecide(decisions)
     else:
@@ -498,30 +524,6 @@ def _text_of(content: Any) -> str:
     return text
 
 
-def _decisions(thread: Thread, entries: Sequence[Any]) -> dict[str, Any]:
-    """AG-UI resume entries as decisions by call id, each for a call that waits."""
-    waiting = {_agui.interrupt_id(r): r for r in thread.requests}
-    chosen: dict[str, Any] = {}
-    for entry in entries:
-        request = waiting.get(entry.interrupt_id)
-        if request is None:
-            asked = {_agui.interrupt_id(r) for r in thread.asked_requests}
-            if entry.interrupt_id in asked:
-                raise AlreadyDecidedError(
-                    f"interrupt {entry.interrupt_id!r} was answered before; nothing ran again",
-                    decisions={},
-                )
-            raise ConfigurationError(
-                f"interrupt {entry.interrupt_id!r} is not waiting; waiting: {sorted(waiting)}"
-            )
-        if entry.status == "cancelled":
-            chosen[request.call_id] = Reject("the person cancelled this call")
-        else:
-            parsed = decisions_from_json([entry.payload or {"kind": "approve"}])
-            chosen[request.call_id] = next(iter(parsed))
-    return chosen
-
-
 def _status(thread: Thread, live: bool) -> str:
     if live:
         return "running"
@@ -541,11 +543,7 @@ def _first_prompt(thread: Thread) -> str:
 
 async def _thread_json(agent: Agent[Any], thread: Thread, live: bool) -> dict[str, Any]:
     """A thread as the page shows it."""
-    waiting = []
-    for request in thread.requests:
-        shown = _agui.interrupt(request).model_dump(by_alias=True, mode="json")
-        shown["metadata"]["diff"] = await _pending_diff(agent, thread, request)
-        waiting.append(shown)
+    waiting, decided = await _cards(agent, thread)
     return {
         "thread_id": thread.thread_id,
         "status": _status(thread, live),
@@ -557,9 +555,28 @@ async def _thread_json(agent: Agent[Any], thread: Thread, live: bool) -> dict[st
         "output": to_jsonable_python(thread.output),
         "metadata": thread.metadata,
         "interrupts": waiting,
+        "decided": decided,
         "files": _changes(thread),
         "subagents": _subagents(thread),
     }
+
+
+async def _cards(agent: Agent[Any], thread: Thread) -> tuple[list[Any], list[Any]]:
+    """The approval cards of the calls the thread's run stopped at, each with its place
+    among them (`metadata.position`): those still waiting, and those decided already
+    (with their `decision`), which run once every one is decided."""
+    waiting: list[Any] = []
+    decided: list[Any] = []
+    open_ids = {r.call_id for r in thread.requests}
+    for position, request in enumerate(thread.asked_requests if open_ids else ()):
+        shown = _agui.interrupt(request).model_dump(by_alias=True, mode="json")
+        shown["metadata"]["diff"] = await _pending_diff(agent, thread, request)
+        shown["metadata"]["position"] = position
+        if request.call_id in open_ids:
+            waiting.append(shown)
+        elif request.call_id in thread.decisions:
+            decided.append({**shown, "decision": thread.decisions[request.call_id]["kind"]})
+    return waiting, decided
 
 
 def _dumped(models: Sequence[Any]) -> list[Any]:
@@ -621,7 +638,7 @@ async def _pending_diff(agent: Agent[Any], thread: Thread, request: ApprovalRequ
         before = thread.files[path][0].decode("utf-8", "replace")
     else:
         before = await _read_through_agent(agent, path)
-    return change_diff(request.tool, args, before)
+    return await asyncio.to_thread(change_diff, request.tool, args, before)
 
 
 async def _read_through_agent(agent: Agent[Any], path: str) -> str | None:

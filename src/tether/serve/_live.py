@@ -111,6 +111,11 @@ class LiveRun:
             await self.agent.aabandon(self.thread_id, wait=5.0)
         self.push(self.translator.stopped())
 
+    async def ended(self, within: float) -> None:
+        """Wait until the run ends, `within` seconds at most."""
+        if self.task is not None and not self.done:
+            await asyncio.wait({self.task}, timeout=within)
+
     async def stop(self) -> None:
         """Cancel the run, and wait for it to end. A run that does not hold its thread
         yet is given a moment to take it first, so that it is recorded as cancelled
@@ -131,10 +136,16 @@ class LiveRuns:
         self._runs: dict[tuple[str, str], LiveRun] = {}
 
     def get(self, agent_name: str, thread_id: str) -> LiveRun | None:
-        return self._runs.get((agent_name, thread_id))
+        """The thread's run, unless it ended (a moment before it is forgotten)."""
+        live = self._runs.get((agent_name, thread_id))
+        return None if live is None or live.done else live
 
     def running(self, agent_name: str) -> set[str]:
-        return {thread for (name, thread) in self._runs if name == agent_name}
+        return {
+            thread
+            for (name, thread), live in self._runs.items()
+            if name == agent_name and not live.done
+        }
 
     async def start(
         self,
@@ -154,7 +165,7 @@ class LiveRuns:
         from tether.errors import ThreadBusyError
 
         key = (agent_name, thread_id)
-        if key in self._runs:
+        if self.get(agent_name, thread_id) is not None:
             raise ThreadBusyError(
                 f"thread {thread_id!r} has a run going on; watch it, or stop it first",
                 thread_id=thread_id,

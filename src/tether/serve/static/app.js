@@ -11,6 +11,8 @@ const page = {
   boxes: new Map(), // subagentRunId -> the element its work goes in
   texts: new Map(), // message id -> the element its text grows in
   failure: null, // why the last stream failed, shown again once the thread is redrawn
+  answering: Promise.resolve(), // the decisions sent so far, one request at a time
+  unsent: 0, // decisions clicked but not sent yet
 };
 
 function el(tag, props = {}, ...children) {
@@ -69,12 +71,13 @@ async function readEvents(response, handle) {
   }
 }
 
-async function stream(path, body) {
+// `redraw()` says, once the stream ends, whether to redraw the thread from the server.
+async function stream(path, body, { redraw = () => true } = {}) {
   stopFollowing();
   const controller = new AbortController();
   page.following = controller;
   const options = body === undefined ? {} : { method: "POST", body: JSON.stringify(body) };
-  setStatus("running");
+  setStatus("starting"); // "running" once the server says so: only then can it be stopped
   page.failure = null;
   try {
     const response = await api(path, { ...options, signal: controller.signal });
@@ -85,10 +88,12 @@ async function stream(path, body) {
     if (page.following === controller) page.following = null;
   }
   if (page.following === null) {
-    try {
-      await openThread(page.thread, { follow: false });
-    } catch (_) {
-      // a thread the refused request never made: nothing to redraw
+    if (redraw()) {
+      try {
+        await openThread(page.thread, { follow: false });
+      } catch (_) {
+        // a thread the refused request never made: nothing to redraw
+      }
     }
     if (page.failure) showError(page.failure); // what went wrong stays in view
   }
@@ -119,7 +124,10 @@ const handlers = {
   TEXT_MESSAGE_CONTENT: (e) => growText(e),
   REASONING_MESSAGE_START: (e) => startText(e, "thinking"),
   REASONING_MESSAGE_CONTENT: (e) => growText(e),
-  TOOL_CALL_START: (e) => callCard(e.toolCallId, e.toolCallName, e.subagentRunId),
+  TOOL_CALL_START: (e) => {
+    const card = callCard(e.toolCallId, e.toolCallName, e.subagentRunId);
+    card.args.textContent = ""; // a call announced again (a resumed run) is shown once
+  },
   TOOL_CALL_ARGS: (e) => {
     const card = page.calls.get(e.toolCallId);
     if (card) card.args.textContent += e.delta;
@@ -260,15 +268,27 @@ function approvalCard(interrupt) {
   const args = facts.args || {};
   const by = (facts.path || []).length > 1 ? ` by ${facts.path.slice(1).join(" / ")}` : "";
   const card = el("div", { class: "card", "data-interrupt": interrupt.id });
-  card.append(el("div", {}, el("strong", { text: facts.tool }), el("span", { class: "dim", text: `${by} waits for your decision` })));
+  const waits = el("span", { class: "dim", text: `${by} waits for your decision` });
+  card.append(el("div", {}, el("strong", { text: facts.tool }), waits));
   if (facts.diff) card.append(diffView(facts.diff));
   else if (facts.tool === "execute" && typeof args.command === "string") card.append(el("pre", { text: `$ ${args.command}` }));
   else card.append(el("pre", { text: JSON.stringify(args, null, 2) }));
   const input = el("textarea", { rows: "3", hidden: "" });
   const actions = el("div", { class: "actions" });
   const allowed = facts.allowed || ["approve", "reject"];
-  const decide = (decision) => {
+  // A decided card keeps its place and its size, its buttons off, until the run goes on
+  // (it is drawn so again while other calls wait): the second click of a double click
+  // lands on nothing, never on the next card's button, which a card that moved or shrank
+  // would put under the mouse.
+  const decided = (kind, note) => {
     for (const button of actions.querySelectorAll("button")) button.disabled = true;
+    input.readOnly = true;
+    card.classList.add("decided");
+    waits.textContent = `${by} ${decidedAs(kind)}: ${note}`;
+  };
+  const decide = (decision) => {
+    if (card.classList.contains("decided")) return;
+    decided(decision.kind, "sent");
     answer(interrupt.id, decision);
   };
   const withText = (kind, placeholder, initial, make) => () => {
@@ -301,20 +321,31 @@ function approvalCard(interrupt) {
   if (allowed.includes("reject")) actions.append(el("button", { "data-decision": "reject", text: "Reject", onclick: withText("reject", "why (the agent reads it)", "", (text) => ({ kind: "reject", message: text })) }));
   if (allowed.includes("respond")) actions.append(el("button", { "data-decision": "respond", text: "Respond", onclick: withText("respond", "the reply the agent gets instead", "", (text) => ({ kind: "respond", message: text })) }));
   card.append(input, actions);
+  if (interrupt.decision) decided(interrupt.decision, "runs once every call is decided");
   return card;
 }
 
-async function answer(interruptId, decision) {
+const decidedAs = (kind) => ({ approve: "approved", edit: "edited", reject: "rejected", respond: "answered" }[kind] || kind);
+
+// One decision per click, sent one request at a time: while other calls wait the server
+// answers at once and the thread is redrawn when the last click's answer is in; the
+// decision that completes the set runs the turn, streamed like any run.
+function answer(interruptId, decision) {
   hideError();
-  $("approvals").replaceChildren();
-  const card = page.calls.get(interruptId.split(":").pop());
-  if (card) card.state.textContent = decision.kind === "approve" ? "approved" : decision.kind;
-  await stream(agentPath(), {
-    threadId: page.thread,
-    runId: `run_${crypto.randomUUID()}`,
-    messages: [],
-    resume: [{ interruptId, status: "resolved", payload: decision }],
-  });
+  const call = page.calls.get(interruptId.split(":").pop());
+  if (call) call.state.textContent = decidedAs(decision.kind);
+  page.unsent += 1;
+  const send = async () => {
+    page.unsent -= 1;
+    await stream(agentPath(), {
+      threadId: page.thread,
+      runId: `run_${crypto.randomUUID()}`,
+      messages: [],
+      resume: [{ interruptId, status: "resolved", payload: decision }],
+    }, { redraw: () => page.unsent === 0 });
+  };
+  page.answering = page.answering.then(send, send);
+  return page.answering;
 }
 
 // -- threads -----------------------------------------------------------------------
@@ -322,10 +353,11 @@ async function answer(interruptId, decision) {
 function setStatus(status) {
   const badge = $("status");
   badge.textContent = status || "";
-  badge.className = `badge ${status === "running" ? "running" : status && status.startsWith("waiting") ? "waiting" : status === "completed" ? "completed" : status === "error" ? "error" : ""}`;
+  const busy = status === "running" || status === "starting";
+  badge.className = `badge ${busy ? status : status && status.startsWith("waiting") ? "waiting" : status === "completed" ? "completed" : status === "error" ? "error" : ""}`;
   $("stop").hidden = !(status === "running" || (status && status.startsWith("waiting")) || status === "stopped (resumable)");
   $("resume").hidden = !(status === "stopped (resumable)" || status === "error");
-  $("send").disabled = status === "running";
+  $("send").disabled = busy;
 }
 
 async function loadThreads() {
@@ -397,11 +429,13 @@ async function openThread(id, { follow = true } = {}) {
   showTodos(detail.todos);
   showUsage(detail.usage, detail.cost_usd);
   for (const change of detail.files) addFile(change);
-  for (const interrupt of detail.interrupts) {
+  const cards = [...detail.interrupts, ...(detail.decided || [])];
+  cards.sort((a, b) => (a.metadata.position || 0) - (b.metadata.position || 0));
+  for (const interrupt of cards) {
     const card = page.calls.get(interrupt.toolCallId);
     if (card) {
       card.node.classList.add("waiting");
-      card.state.textContent = "waiting for approval";
+      card.state.textContent = interrupt.decision ? decidedAs(interrupt.decision) : "waiting for approval";
     }
     $("approvals").append(approvalCard(interrupt));
   }
@@ -446,10 +480,11 @@ async function start() {
   const { agents } = await (await api("/api/agents")).json();
   $("agent").replaceChildren(...agents.map((a) => el("option", { value: a.name, text: `${a.name} (${a.model})` })));
   page.agent = agents[0].name;
-  $("login").hidden = true;
-  $("app").hidden = false;
   await loadThreads();
   await openThread(null);
+  // Shown once ready: a message sent before would be cut off by the opening above.
+  $("login").hidden = true;
+  $("app").hidden = false;
 }
 
 function wire() {
