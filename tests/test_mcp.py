@@ -387,3 +387,14 @@ async def test_resources_and_prompts_for_the_users_code() -> None:
         f"MCP server 'demo' ({sys.executable}) could not read file:///nowhere: "
         "MCPError: Unknown resource: file:///nowhere"
     )
+
+
+def test_timeouts_are_checked_and_a_start_gets_at_least_ten_seconds() -> None:
+    assert stdio(timeout_seconds=0.5).start_seconds == 10  # a process takes time to start
+    assert stdio(timeout_seconds=90).start_seconds == 90
+    assert stdio(timeout_seconds=0.5, start_timeout_seconds=2).start_seconds == 2
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ConfigurationError, match="must be a positive number of seconds"):
+            stdio(timeout_seconds=bad)
+        with pytest.raises(ConfigurationError, match="start_timeout_seconds must be"):
+            stdio(start_timeout_seconds=bad)

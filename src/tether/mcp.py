@@ -12,6 +12,11 @@ the block's connections instead. A call that times out, fails, or finds the serv
 is a tool error; the run goes on. A connection found gone is made again, and a call the
 server refused unseen is sent once more.
 
+Nothing waits on a server for ever: each request gets `timeout_seconds`, and starting
+it (up to its answer to `initialize`) `start_timeout_seconds`. A call waiting while
+another call connects takes that attempt's outcome instead of trying again, so calls
+queued behind a server that never answers do not wait one start each.
+
 The servers' resources and prompts are for the user's code: `MCPServer.read_resource`,
 `get_prompt` and their listings.
 """
@@ -24,9 +29,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import pydantic
 
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["MCPServer", "MCPTools"]
 
 _SESSIONS = "mcp_sessions"
+_MIN_START_SECONDS = 10.0
+_T = TypeVar("_T")
 
 
 def _sdk() -> Any:
@@ -52,11 +59,24 @@ def _sdk() -> Any:
     return mcp
 
 
+async def _answer(request: Awaitable[_T], seconds: float) -> _T:
+    """`request`'s answer, or a `TimeoutError` after `seconds`. The bound is ours, not the
+    SDK's read timeout, which leaves out the time spent sending: a server that stops
+    reading its input would make that endless."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await request
+    except TimeoutError:
+        raise TimeoutError(f"no answer within {seconds:g} s") from None
+
+
 @dataclass(frozen=True)
 class MCPServer:
     """How to reach one MCP server: a command to start (stdio) or a `url` (streamable
     HTTP). `prefix` (default "<name>_") goes before its tool names; `timeout_seconds`
-    bounds one tool call."""
+    bounds each request, a tool call's included, and `start_timeout_seconds` starting
+    the server up to its answer to `initialize` (by default as long as a request, and at
+    least 10 s: a process can take seconds to start)."""
 
     name: str
     command: str | None = None
@@ -67,57 +87,85 @@ class MCPServer:
     headers: Mapping[str, str] = field(default_factory=dict)
     prefix: str | None = None
     timeout_seconds: float = 60.0
+    start_timeout_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ConfigurationError(f"MCPServer {self.name!r} needs a command or a url, not both")
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", self.name):
             raise ConfigurationError(f"MCPServer name {self.name!r}: letters, digits, '_', '-'")
+        for name in ("timeout_seconds", "start_timeout_seconds"):
+            seconds = getattr(self, name)
+            if seconds is not None and not 0 < seconds < float("inf"):
+                raise ConfigurationError(
+                    f"MCPServer {self.name!r}: {name} must be a positive number of seconds, "
+                    f"got {seconds!r}"
+                )
         _sdk()
 
     @property
     def tool_prefix(self) -> str:
         return f"{self.name}_" if self.prefix is None else self.prefix
 
+    @property
+    def start_seconds(self) -> float:
+        """How long starting the server may take, up to its answer to `initialize`."""
+        if self.start_timeout_seconds is not None:
+            return self.start_timeout_seconds
+        return max(self.timeout_seconds, _MIN_START_SECONDS)
+
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[ClientSession]:
-        """An initialized session, closed on leaving the block."""
-        mcp = _sdk()
+        """An initialized session, closed on leaving the block. A server that has not
+        answered `initialize` within `start_seconds` raises `TimeoutError`."""
         async with contextlib.AsyncExitStack() as stack:
-            if self.command is not None:
-                from mcp.client.stdio import stdio_client
-
-                params = mcp.StdioServerParameters(
-                    command=self.command,
-                    args=list(self.args),
-                    env=dict(self.env) if self.env is not None else None,
-                    cwd=self.cwd,
-                )
-                errors = _server_log(stack)
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=errors))
-            else:
-                import httpx2
-                from mcp.client.streamable_http import logger, streamable_http_client
-
-                if _gone_session_filter not in logger.filters:
-                    logger.addFilter(_gone_session_filter)
-
-                client = await stack.enter_async_context(
-                    httpx2.AsyncClient(headers=dict(self.headers), timeout=self.timeout_seconds)
-                )
-                assert self.url is not None
-                transport = streamable_http_client(self.url, http_client=client)
-                read, write, *_ = await stack.enter_async_context(transport)
-            session = await stack.enter_async_context(mcp.ClientSession(read, write))
-            await session.initialize()
+            try:
+                async with asyncio.timeout(self.start_seconds):
+                    session = await self._handshake(stack)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"no answer to initialize within {self.start_seconds:g} s"
+                ) from None
             yield session
 
-    @contextlib.asynccontextmanager
-    async def _asking(self, what: str) -> AsyncIterator[ClientSession]:
-        """A session for one request, its failure an `MCPServerError` saying `what` failed."""
+    async def _handshake(self, stack: contextlib.AsyncExitStack) -> ClientSession:
+        """Start or reach the server and initialize a session, closed with `stack`."""
+        mcp = _sdk()
+        streams: tuple[Any, ...]  # what the session reads from and writes to, and more
+        if self.command is not None:
+            from tether._mcp_stdio import stdio_transport
+
+            stdio = stdio_transport(
+                self.command, self.args, env=self.env, cwd=self.cwd, errors=_server_log(stack)
+            )
+            streams = await stack.enter_async_context(stdio)
+        else:
+            from mcp.client.streamable_http import logger, streamable_http_client
+
+            from tether import _mcp_http
+
+            if _gone_session_filter not in logger.filters:
+                logger.addFilter(_gone_session_filter)
+
+            # The client's own timeout is a backstop for what the SDK sends by itself:
+            # requests are bounded by ours, which fires first and says what happened.
+            # Made in a thread: it loads the system's certificates (tens of ms).
+            backstop = max(self.timeout_seconds, self.start_seconds) + 5
+            made = await asyncio.to_thread(_mcp_http.client, self.headers, backstop)
+            client = await stack.enter_async_context(made)
+            assert self.url is not None
+            transport = streamable_http_client(self.url, http_client=client)
+            streams = await stack.enter_async_context(transport)
+        session: ClientSession = await stack.enter_async_context(mcp.ClientSession(*streams[:2]))
+        await session.initialize()
+        return session
+
+    async def _ask(self, what: str, request: Callable[[ClientSession], Awaitable[_T]]) -> _T:
+        """`request`'s answer on a session of its own, its failure an `MCPServerError`
+        saying `what` failed."""
         try:
             async with self.connect() as session:
-                yield session
+                return await _answer(request(session), self.timeout_seconds)
         except Exception as exc:
             where = self.url or self.command
             raise MCPServerError(
@@ -126,22 +174,22 @@ class MCPServer:
 
     async def list_tools(self) -> list[Any]:
         """The server's tools, as the SDK describes them."""
-        async with self._asking("list its tools") as session:
-            return list((await session.list_tools()).tools)
+        listed = await self._ask("list its tools", lambda session: session.list_tools())
+        return list(listed.tools)
 
     async def list_resources(self) -> list[Any]:
         """The server's resources (`uri`, `name`, `description`, `mime_type`), as the SDK
         describes them."""
-        async with self._asking("list its resources") as session:
-            return list((await session.list_resources()).resources)
+        listed = await self._ask("list its resources", lambda session: session.list_resources())
+        return list(listed.resources)
 
     async def read_resource(self, uri: str) -> list[TextPart | BinaryPart]:
         """A resource's contents: text, or bytes as a `BinaryPart` (any media type: the
         caller decides what to do with them), ready to put in a `UserMessage`."""
         import base64
 
-        async with self._asking(f"read {uri}") as session:
-            contents = (await session.read_resource(uri)).contents
+        read = await self._ask(f"read {uri}", lambda session: session.read_resource(uri))
+        contents = read.contents
         return [
             TextPart(c.text)
             if hasattr(c, "text")
@@ -152,16 +200,18 @@ class MCPServer:
     async def list_prompts(self) -> list[Any]:
         """The server's prompts (`name`, `description`, `arguments`), as the SDK describes
         them."""
-        async with self._asking("list its prompts") as session:
-            return list((await session.list_prompts()).prompts)
+        listed = await self._ask("list its prompts", lambda session: session.list_prompts())
+        return list(listed.prompts)
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
     ) -> list[UserMessage | AssistantMessage]:
         """A prompt filled in with `arguments`, as messages to start a run with
         (`message_history=`) or to send."""
-        async with self._asking(f"give the prompt {name!r}") as session:
-            prompt = await session.get_prompt(name, dict(arguments or {}))
+        prompt = await self._ask(
+            f"give the prompt {name!r}",
+            lambda session: session.get_prompt(name, dict(arguments or {})),
+        )
         messages: list[UserMessage | AssistantMessage] = []
         for message in prompt.messages:
             part = _part(message.content)
@@ -244,20 +294,29 @@ class _Link:
         self._connection: _Connection | None = None
         self._users: dict[_Connection, int] = {}
         self._lock = asyncio.Lock()
+        self._attempts = 0
+        """Connections tried so far, to tell whether one was tried while a call waited."""
 
     @contextlib.asynccontextmanager
     async def use(
         self, stale: _Connection | None = None
     ) -> AsyncIterator[tuple[_Connection, ClientSession]]:
         """A live session for one call, opening a new connection when there is none,
-        when the last one died, or when it is `stale` (a call found it gone)."""
+        when the last one died, or when it is `stale` (a call found it gone). A call that
+        waited while another connected takes that outcome, failed or not: trying again
+        would make each call in the queue wait a whole timeout of its own."""
+        attempts = self._attempts
         async with self._lock:
             current = self._connection
-            if current is None or current is stale or not current.alive:
+            tried = self._attempts != attempts
+            if not tried and (current is None or current is stale or not current.alive):
                 if current is not None and not self._users.get(current):
                     await current.close()
                 current = self._connection = _Connection(self.server)
+                self._attempts += 1
                 await current.open()
+            if current is None:  # only when a close came in between: nothing to use
+                raise ToolError(f"MCP server {self.server.name!r} is not available: closed")
             if current.session is None:
                 why = describe(current.error) if current.error else "closed"
                 raise ToolError(f"MCP server {self.server.name!r} is not available: {why}")
@@ -317,8 +376,12 @@ _SESSION_GONE = ("Session not found", "Session terminated")
 
 def _gone_session_filter(record: logging.LogRecord) -> bool:
     """Drops the SDK's warning that ending a session failed with 404 (the server had
-    already lost it, as a restarted server has): nothing went wrong then."""
-    return record.getMessage() != "Session termination failed: 404"
+    already lost it, as a restarted server has): nothing went wrong then; and its
+    traceback of a reply tether refused, which the caller is told of anyway."""
+    from tether._mcp_http import ReplyRefused
+
+    refused = record.exc_info is not None and isinstance(record.exc_info[1], ReplyRefused)
+    return not refused and record.getMessage() != "Session termination failed: 404"
 
 
 def _task_only(spec: Any) -> bool:
@@ -405,9 +468,8 @@ class MCPTools(Capability):
             for again in (True, False):
                 async with link.use(stale) as (connection, session):
                     try:
-                        result = await session.call_tool(
-                            remote, arguments, read_timeout_seconds=server.timeout_seconds
-                        )
+                        called = session.call_tool(remote, arguments)
+                        result = await _answer(called, server.timeout_seconds)
                         break
                     except (Exception, asyncio.CancelledError) as exc:
                         task = asyncio.current_task()

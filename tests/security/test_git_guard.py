@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,39 @@ def test_no_sequence_of_writes_makes_anything_git_would_read(
 
     asyncio.run(write_all())
     assert _git_shaped(root) == []
+
+
+def test_a_mark_in_another_case_completes_nothing(tmp_path: Path) -> None:
+    backend = FilesystemBackend(tmp_path)
+    asyncio.run(backend.write("/x/objects/a", b""))
+    for name in ("head", "Head", "HEAD"):  # one name on a case-insensitive filesystem
+        with pytest.raises(BackendError, match="git reads as its own files"):
+            asyncio.run(backend.write(f"/x/{name}", b"ref: refs/heads/main\n"))
+
+
+def _write_pieces(root: str, piece: str, start: Any) -> None:
+    backend = FilesystemBackend(root)
+    start.wait()
+
+    async def write_all() -> None:
+        for i in range(200):
+            with contextlib.suppress(BackendError):
+                await backend.write(f"/d{i}/{piece}", b"x")
+
+    asyncio.run(write_all())
+
+
+def test_processes_writing_at_once_complete_no_git_directory(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(3)
+    pieces = ("HEAD", "objects/a", "refs/a")
+    workers = [
+        context.Process(target=_write_pieces, args=(str(tmp_path), piece, start))
+        for piece in pieces
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+        assert worker.exitcode == 0
+    assert _git_shaped(tmp_path) == []

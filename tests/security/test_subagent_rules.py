@@ -213,8 +213,8 @@ def test_a_denied_subagent_search_shows_no_hidden_name(tmp_path: Path) -> None:
 
 
 def test_an_agent_built_elsewhere_answers_to_its_parents_command_policy(tmp_path: Path) -> None:
-    from tether.capabilities.sandbox import CommandPolicy
     from tether.backends.sandbox.local import UnsafeLocalShell
+    from tether.capabilities.sandbox import CommandPolicy
 
     shell = UnsafeLocalShell(tmp_path)
     run = ToolCall("execute", {"command": "echo rm-ran > ran.txt"})

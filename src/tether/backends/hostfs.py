@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import posixpath
 import secrets
 import stat
-import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,15 +348,16 @@ class Root:
     def _may_write(self, directory: int, name: str, path: str) -> Iterator[None]:
         """Make or change `name` in `directory` (on the way to `path`) inside this, unless
         it could change what git does (InGitDirectory), when `guards_git`. A name that
-        could complete a git directory is checked and made under one lock, so that two
-        writes of this process cannot each miss the other's half."""
+        could complete a git directory is checked and made under the directory's lock,
+        so that two writes (of any process) cannot each miss the other's half."""
         if not self.guards_git:
             yield
             return
-        with _GIT_SHAPING if name in _GIT_MARKS else contextlib.nullcontext():
-            marks = {mark for mark in _GIT_MARKS if _lstat_at(directory, mark) is not None}
-            if name in _GIT_MARKS:
-                marks.add(name)
+        mark = next((m for m in _GIT_MARKS if m.casefold() == name.casefold()), None)
+        with _directory_lock(directory, path) if mark else contextlib.nullcontext():
+            marks = {m for m in _GIT_MARKS if _lstat_at(directory, m) is not None}
+            if mark is not None:
+                marks.add(mark)
             if "HEAD" in marks and len(marks) > 1:
                 raise InGitDirectory(errno.EACCES, "a git directory", path)
             yield
@@ -367,41 +369,168 @@ class Root:
     ) -> Iterator[tuple[str, int, list[os.DirEntry[str]]]]:
         """(virtual directory, its fd, its entries) for `path` and every directory below
         it, depth first, never through a symlink; directories in `skip` (by name, or by
-        virtual path) are not entered. The fd is valid until the next item is asked for."""
-        top = "/" + "/".join(_parts(path))
-        yield from self._walk_below(top, self.open_dir(path), skip, top)
+        virtual path) are not entered. The fd is valid until the next item is asked for.
 
-    def _walk_below(
-        self, virtual: str, fd: int, skip: frozenset[str], top: str
-    ) -> Iterator[tuple[str, int, list[os.DirEntry[str]]]]:
+        The walk keeps its own stack, not Python's (a tree thousands of levels deep is
+        walked like any other), and holds at most `_WALK_OPEN` directories open: it climbs
+        back to one it closed through "..", checked to be that very directory."""
+        top = "/" + "/".join(_parts(path))
+        fd = self.open_dir(path)
         try:
-            try:
-                with os.scandir(fd) as scan:
-                    entries = list(scan)
-            except OSError:
-                if virtual == top:
-                    raise
-                return  # a directory below that cannot be listed is left out
-            yield virtual, fd, entries
-            for entry in entries:
-                child = virtual.rstrip("/") + "/" + entry.name
-                if entry.name in skip or child in skip:
-                    continue
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-                try:
-                    below = os.open(entry.name, _LIST_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue  # gone, or swapped for something else, since the listing
-                yield from self._walk_below(child, below, skip, top)
-        finally:
+            entries = _listing(fd)  # the top must be listed; a directory below may fail
+        except BaseException:
             os.close(fd)
+            raise
+        levels = [_Level(top, fd)]
+        try:
+            yield top, fd, entries
+            levels[0].below = _subdirectories(top, entries, skip)
+            while levels:
+                level = levels[-1]
+                if not level.below:
+                    self._climb(levels)
+                    continue
+                name = level.below.pop()
+                assert level.fd is not None  # the deepest level is always open
+                entered = _enter(level.fd, name)
+                if entered is None:
+                    continue  # gone, swapped or unreadable since the listing: left out
+                virtual = level.virtual.rstrip("/") + "/" + name
+                levels.append(_Level(virtual, entered[0]))
+                if len(levels) > _WALK_OPEN:
+                    levels[-_WALK_OPEN - 1].set_aside()
+                yield virtual, entered[0], entered[1]
+                levels[-1].below = _subdirectories(virtual, entered[1], skip)
+        finally:
+            for level in levels:
+                level.close()
+
+    def _climb(self, levels: list[_Level]) -> None:
+        """Leave the deepest level, opening the one above again if it was closed: by
+        ".." from the level left, else by its path, and only when it is the directory
+        that was there (a directory moved meanwhile has its other entries left out)."""
+        left = levels.pop()
+        try:
+            if not levels or levels[-1].fd is not None:
+                return
+            above = levels[-1]
+            if left.fd is not None and above.regain(
+                lambda: os.open("..", _LIST_FLAGS, dir_fd=left.fd)
+            ):
+                return
+            if not above.regain(lambda: self.open_dir(above.virtual)):
+                above.below = []
+        finally:
+            left.close()
+
+
+_WALK_OPEN = 64
+"""Directories a walk holds open at once, at most."""
+
+
+class _Level:
+    """A directory a walk is in: its fd (None while closed, to bound how many a walk
+    holds), what it is (to know it again), and its subdirectories still to enter, the
+    next last."""
+
+    def __init__(self, virtual: str, fd: int) -> None:
+        self.virtual = virtual
+        self.fd: int | None = fd
+        self.identity: tuple[int, int] | None = None
+        self.below: list[str] = []
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def set_aside(self) -> None:
+        """Close the fd, remembering which directory it was."""
+        if self.fd is None:
+            return
+        st = os.fstat(self.fd)
+        self.identity = (st.st_dev, st.st_ino)
+        self.close()
+
+    def regain(self, opening: Callable[[], int]) -> bool:
+        """Whether the fd `opening` gives is this directory's again (it is kept) or not
+        (it is closed); False when it cannot be opened."""
+        try:
+            fd = opening()
+        except OSError:
+            return False
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self.identity:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+
+def _listing(fd: int) -> list[os.DirEntry[str]]:
+    with os.scandir(fd) as scan:
+        return list(scan)
+
+
+def _enter(directory: int, name: str) -> tuple[int, list[os.DirEntry[str]]] | None:
+    """The fd and entries of subdirectory `name`, or None when it cannot be opened as a
+    directory (no symlink followed) or listed."""
+    try:
+        fd = os.open(name, _LIST_FLAGS, dir_fd=directory)
+    except OSError:
+        return None
+    try:
+        return fd, _listing(fd)
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def _subdirectories(
+    virtual: str, entries: list[os.DirEntry[str]], skip: frozenset[str]
+) -> list[str]:
+    """The names of the directories among `entries` a walk enters, the first last."""
+    prefix = virtual.rstrip("/") + "/"
+    names = [
+        entry.name
+        for entry in entries
+        if entry.name not in skip
+        and prefix + entry.name not in skip
+        and entry.is_dir(follow_symlinks=False)
+    ]
+    names.reverse()
+    return names
 
 
 _EFFECTIVE = os.access in os.supports_effective_ids
 _GIT_MARKS = ("HEAD", "objects", "refs", "commondir")
 """What makes a directory a git directory to git: `HEAD` beside one of the others."""
-_GIT_SHAPING = threading.Lock()
+_LOCK_SECONDS = 10.0
+"""How long a write waits for a directory another writer has locked."""
+
+
+@contextlib.contextmanager
+def _directory_lock(directory: int, path: str) -> Iterator[None]:
+    """An exclusive `flock` of `directory` (polled, never held up longer than
+    `_LOCK_SECONDS`: a command could hold it forever)."""
+    fd = os.open(".", _LIST_FLAGS, dir_fd=directory)  # `directory` may be an O_PATH fd
+    try:
+        deadline = time.monotonic() + _LOCK_SECONDS
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OSError(errno.EAGAIN, "its directory stayed locked", path) from None
+                time.sleep(pause)  # in a worker thread: every write runs off the loop
+                pause = min(pause * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
 

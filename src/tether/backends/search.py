@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import Any, AnyStr
 
 import re2  # type: ignore[import-untyped]
-from wcmatch import glob as wc
 
 from tether.backends.base import FileInfo, GrepHit
 from tether.backends.errors import BackendError
+from tether.backends.globs import compile_glob
 from tether.backends.paths import is_under
 
 __all__ = [
@@ -29,8 +29,6 @@ __all__ = [
     "shown",
     "split_lines",
 ]
-
-_GLOB_FLAGS = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
 
 
 def relative(path: str, directory: str) -> str:
@@ -48,7 +46,7 @@ def glob_match(files: Iterable[FileInfo], pattern: str, directory: str) -> list[
     """
     if not pattern.strip():
         raise BackendError("The glob pattern is empty.")
-    matcher = wc.compile(pattern, flags=_GLOB_FLAGS)  # compiled once: 20,000 files in ~30 ms
+    matcher = compile_glob(pattern)  # linear in each path, whatever the pattern
     absolute = pattern.startswith("/")
     matched = [
         f
@@ -61,10 +59,8 @@ def glob_match(files: Iterable[FileInfo], pattern: str, directory: str) -> list[
 
 def include_match(path: str, directory: str, include: str) -> bool:
     """Whether a file passes grep's `include` glob: by its name, or by its relative path."""
-    name = path.rsplit("/", 1)[-1]
-    return wc.globmatch(name, include, flags=_GLOB_FLAGS) or wc.globmatch(
-        relative(path, directory), include, flags=_GLOB_FLAGS
-    )
+    matcher = compile_glob(include)
+    return matcher.match(path.rsplit("/", 1)[-1]) or matcher.match(relative(path, directory))
 
 
 class Pattern:

@@ -108,15 +108,17 @@ def _cannot_succeed(request: ApprovalRequest, workspace: FilesystemBackend) -> s
     if not isinstance(path, str):
         return None
     try:  # through the backend, as the call will go
-        text: str | None = asyncio.run(workspace.read(path)).decode("utf-8")
+        data: bytes | None = asyncio.run(workspace.read(path))
     except BackendError:
-        text = None
-    except UnicodeDecodeError:
-        return None  # the tool says what it makes of such a file
+        data = None
     if request.tool == "write_file":
-        if text is None:
+        if data is None:
             return None
         return f"{path} already exists and write_file only creates files; read it, then edit_file"
+    try:  # a diff of a file that is not text would show a change that cannot happen
+        text = None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text and cannot be edited"
     return _edit_fails(path, text, args)
 
 

@@ -113,12 +113,24 @@ def call_line(call: ToolCall, limit: int = 80) -> str:
             detail += ": " + str(args.get("description", ""))
     else:
         detail = json.dumps(args, ensure_ascii=False, default=str)
-    return f"{call.name} {cut(shown(' '.join(detail.split())), limit)}"
+    flat = " ".join(detail[: 4 * limit].split())  # a line shows the start: look no further
+    if len(detail) > 4 * limit:
+        flat += " …"
+    return f"{call.name} {cut(shown(flat), limit)}"
 
 
 def cut(text: str, limit: int) -> str:
     """`text`, at most `limit` characters: cut short with an ellipsis when longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_lines(text: str, limit: int) -> tuple[list[str], int]:
+    """The first `limit` lines of `text` and how many it has, without splitting all of
+    it: a call's text can be megabytes, and the terminal shows a few lines."""
+    if not text:
+        return [], 0
+    total = text.count("\n") + (not text.endswith("\n"))
+    return text.split("\n", limit)[: min(limit, total)], total
 
 
 def request_line(request: ApprovalRequest) -> str:
@@ -329,15 +341,17 @@ class RichOutput:
 
         args = call.args if isinstance(call.args, dict) else {}
         if call.name == "edit_file":
-            before = str(args.get("old_string", "")).splitlines()
-            after = str(args.get("new_string", "")).splitlines()
+            removed = str(args.get("old_string", ""))
+            before, total = _first_lines(removed, DIFF_LINES)
+            after, added = _first_lines(str(args.get("new_string", "")), DIFF_LINES)
+            total += added
         else:
-            before, after = [], str(args.get("content", "")).splitlines()
+            before, (after, total) = [], _first_lines(str(args.get("content", "")), DIFF_LINES)
         lines = [("red", "-", line) for line in before] + [("green", "+", line) for line in after]
         for style, sign, line in lines[:DIFF_LINES]:
-            self.console.print(f"    [{style}]{sign} {escape(cut(shown(line), 200))}[/]")
-        if len(lines) > DIFF_LINES:
-            self.console.print(f"    [dim]… {len(lines) - DIFF_LINES} more lines[/]")
+            self.console.print(f"    [{style}]{sign} {escape(shown(cut(line, 200)))}[/]")
+        if total > DIFF_LINES:
+            self.console.print(f"    [dim]… {total - DIFF_LINES} more lines[/]")
 
     def _todos(self, label: str, todos: tuple[Todo, ...]) -> None:
         from rich.markup import escape

@@ -7,7 +7,6 @@ failure comes back to the model as an error it can act on.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import functools
 import hashlib
 import time
@@ -28,6 +27,7 @@ from tether.backends.paths import clean
 from tether.backends.search import glob_match, include_match, is_binary, shown, split_lines
 from tether.messages import BinaryPart
 from tether.state import FILES_SEEN, RunState, ToolContext
+from tether.tools import diffs
 from tether.tools.tool import Tool, tool
 
 __all__ = ["FILE_TOOL_NAMES", "MEDIA_TYPES", "change_diff", "file_tools", "seen_files"]
@@ -428,23 +428,17 @@ def file_tools() -> tuple[Tool, ...]:
 def change_diff(tool: str, args: Mapping[str, Any] | str, before: str | None) -> str | None:
     """The change a `write_file` or `edit_file` call makes, as a unified diff; None for
     any other call. `before` is the file as it was: "" for a new file, None when not
-    known, and then an edit's diff shows only the text it replaces."""
+    known, and then an edit's diff shows only the text it replaces. Linear in the size
+    of the texts and bounded in what it shows (see `tether.tools.diffs`); for a big
+    file, call it off the event loop."""
     if tool not in ("write_file", "edit_file") or not isinstance(args, Mapping):
         return None
     path = args.get("file_path")
     if not isinstance(path, str):
         return None
     if tool == "write_file":
-        old, new = before or "", str(args.get("content", ""))
-    else:
-        find, put = str(args.get("old_string", "")), str(args.get("new_string", ""))
-        if before is None:
-            old, new = find, put
-        else:
-            old, new = before, before.replace(find, put, -1 if args.get("replace_all") else 1)
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), path, path
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or (
-        f"(no change to {path})\n"
-    )
+        return diffs.text_diff(path, before or "", str(args.get("content", "")))
+    find, put = str(args.get("old_string", "")), str(args.get("new_string", ""))
+    if before is None:
+        return diffs.text_diff(path, find, put)
+    return diffs.edit_diff(path, before, find, put, replace_all=bool(args.get("replace_all")))

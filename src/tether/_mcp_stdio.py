@@ -1,0 +1,146 @@
+"""The stdio transport tether's MCP connections use: a server's lines read once, to a
+bound, and big ones parsed off the event loop.
+
+The SDK's reader joins each chunk of output to all the output before it that had no
+newline yet, and parses every line on the event loop: a server answering `initialize`
+with one line of 64 MB kept the loop copying for 30 s, then held it 0.37 s while the
+line was parsed. Here the output is scanned once, a line over `MAX_LINE_BYTES` ends
+the connection (the error says why), and a line over `OFF_LOOP_BYTES` is parsed in a
+worker thread. Like the SDK's, the server runs in a session of its own, and is
+stopped at the end in bounded steps: its pipes closed, then, if it has not ended,
+killed with its whole process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TextIO
+
+import anyio
+import anyio.to_thread
+import mcp_types
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+
+__all__ = ["MAX_LINE_BYTES", "LineTooLong", "stdio_transport"]
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest line (one message) read from an MCP server over stdio."""
+OFF_LOOP_BYTES = 256 * 1024
+"""Lines longer than this are parsed in a worker thread."""
+_EXIT_WAIT = 2.0
+
+Incoming = SessionMessage | Exception
+
+
+class LineTooLong(Exception):
+    """A server sent a line longer than tether reads."""
+
+
+@contextlib.asynccontextmanager
+async def stdio_transport(
+    command: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    errors: TextIO,
+) -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]
+]:
+    """Start the server; the streams a `ClientSession` reads from and writes to."""
+    process = await anyio.open_process(
+        [command, *args],
+        env={**get_default_environment(), **(env or {})},
+        stderr=errors,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    to_session, from_server = anyio.create_memory_object_stream[Incoming](0)
+    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_read, process.stdout, to_session)
+            tasks.start_soon(_write, process.stdin, from_session, to_session)
+            try:
+                yield from_server, to_server
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+            for stream in (from_server, to_server, to_session, from_session):
+                await stream.aclose()
+
+
+async def _read(stdout: ByteReceiveStream, sink: MemoryObjectSendStream[Incoming]) -> None:
+    """Each line of the server's output, parsed, to `sink`, which the end of the output
+    closes. A line too long raises, ending the connection with the reason. The buffer
+    holds what follows the last newline, and is searched only where it grew."""
+    buffer = bytearray()
+    gone = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
+    with contextlib.suppress(*gone):
+        async for chunk in stdout:
+            searched = len(buffer)
+            buffer += chunk
+            start = 0
+            lines = []
+            while (end := buffer.find(b"\n", searched)) >= 0:
+                lines.append(bytes(buffer[start:end]))
+                start = searched = end + 1
+            del buffer[:start]
+            for line in lines:
+                _check(line)
+                await sink.send(await _parsed(line))
+            _check(buffer)
+    await sink.aclose()
+
+
+def _check(line: bytes | bytearray) -> None:
+    if len(line) > MAX_LINE_BYTES:
+        raise LineTooLong(f"the server sent a line over {MAX_LINE_BYTES:,} bytes")
+
+
+async def _parsed(line: bytes) -> Incoming:
+    """A message, or the error that says why the line is not one (the session logs it)."""
+    if len(line) > OFF_LOOP_BYTES:
+        return await anyio.to_thread.run_sync(_parse, line)
+    return _parse(line)
+
+
+def _parse(line: bytes) -> Incoming:
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+async def _write(
+    stdin: ByteSendStream,
+    source: MemoryObjectReceiveStream[SessionMessage],
+    sink: MemoryObjectSendStream[Incoming],
+) -> None:
+    """What the session sends, a line each, to the server; if the server stops
+    reading its input for good, the session is told the connection closed."""
+    try:
+        async with source:
+            async for message in source:
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await stdin.send(text.encode() + b"\n")
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        await sink.aclose()
+
+
+async def _stop(process: Process) -> None:
+    """Close the server's input and output (it reads an end, or dies writing) and give
+    it a moment to end; then stop its whole process group."""
+    with anyio.move_on_after(_EXIT_WAIT) as waited:
+        await process.aclose()  # once cancelled, this kills the process and reaps it
+    if waited.cancelled_caught:
+        await terminate_posix_process_tree(process, _EXIT_WAIT)
