@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,15 @@ DEEP = 5_000
 TABLE_DEEP = (MAX_PATH_LENGTH - 20) // 2
 """As deep as a path the table backends store can go ("/d" a level)."""
 CATASTROPHIC_GLOBS = ["**/d/**/d/**/*.zz", "**/d/**/d/**/d/**/d/**/*.zz", "**/*d*d*d*d*d*d*/*.zz"]
+
+
+@pytest.fixture(autouse=True)
+def _removed_after(tmp_path: Path) -> Iterator[None]:
+    """The trees are too deep for pytest's own clean-up (shutil.rmtree recurses, and a
+    RecursionError there fails a later test): GNU rm walks them iteratively."""
+    yield
+    for entry in tmp_path.iterdir():
+        subprocess.run(["rm", "-rf", "--", str(entry)], check=True, timeout=300)
 
 
 def deep_tree(root: Path, depth: int) -> None:

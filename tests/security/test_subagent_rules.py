@@ -231,3 +231,60 @@ def test_an_agent_built_elsewhere_answers_to_its_parents_command_policy(tmp_path
     result = agent.run("Go.")
     assert result.stop_reason == "completed"
     assert not (tmp_path / "ran.txt").exists()
+
+
+def test_an_approval_card_shows_a_file_as_the_subagent_that_asked_reads_it(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from tether.approval import ApprovalRequest
+    from tether.serve import _pending_diff
+
+    (tmp_path / "secret.txt").write_text("s3cret\n")
+    (tmp_path / "open.txt").write_text("hello\n")
+    inner = SubAgent(
+        "inner", "Edits.", permissions=[Rule(["read"], ["/secret.txt"], "deny")], tools=[]
+    )
+    agent = create_agent(
+        FunctionModel(lambda r: "x"), backend=FilesystemBackend(tmp_path), subagents=[inner]
+    )
+    thread = SimpleNamespace(files={})
+
+    def card(path: str, asked_by: tuple[str, ...]) -> str | None:
+        args = {
+            "file_path": path,
+            "old_string": "s3cret" if "secret" in path else "hello",
+            "new_string": "x",
+        }
+        request = ApprovalRequest("c1", "edit_file", args, ("approve",), asked_by)
+        return asyncio.run(_pending_diff(agent, thread, request))  # type: ignore[arg-type]
+
+    assert "s3cret" in str(card("/secret.txt", ("main",)))
+    assert card("/secret.txt", ("main", "task:inner#1")) is None
+    assert "hello" in str(card("/open.txt", ("main", "task:inner#1")))
+    thread.files = {"/secret.txt": (b"s3cret\n", None)}  # a thread's own copy: same rules
+    assert card("/secret.txt", ("main", "task:inner#1")) is None
+
+
+def test_the_terminal_does_not_ask_about_an_edit_of_a_file_the_agent_may_not_read(
+    tmp_path: Path,
+) -> None:
+    from rich.console import Console
+
+    from tether.approval import ApprovalRequest, Respond
+    from tether.cli._approve import ask
+
+    (tmp_path / ".env").write_text("KEY=s3cret\n")
+    agent = create_agent(
+        FunctionModel(lambda r: "x"),
+        backend=FilesystemBackend(tmp_path),
+        permissions=[Rule(["read"], ["/.env"], "deny")],
+    )
+    args = {"file_path": "/.env", "old_string": "s3cret", "new_string": "x"}
+    request = ApprovalRequest("c1", "edit_file", args, ("approve", "reject"), ("main",))
+    console = Console(record=True, width=200)
+    [decision] = ask([request], console, tmp_path, agent=agent)
+    assert isinstance(decision, Respond)
+    assert "Permission denied" in decision.message
+    assert "s3cret" not in console.export_text()

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.syntax import Syntax
 
+    from tether.agent import Agent
+    from tether.backends.base import Backend
+
 __all__ = ["ask"]
 
 _KEYS = {"a": "approve", "w": "always", "e": "edit", "r": "reject", "s": "respond"}
@@ -47,18 +50,24 @@ def ask(
     console: Console,
     root: Path,
     allowances: Allowances | None = None,
+    *,
+    agent: Agent[Any] | None = None,
 ) -> list[Decision]:
     """A decision for each request, asked one by one. With `allowances` (in a session)
     a person can also approve calls like it from now on, and calls covered by what was
-    allowed before in the same list are approved without asking."""
+    allowed before in the same list are approved without asking. A file is shown as
+    the agent that asked would read it (`agent`'s rules, down to that subagent's)."""
     from rich.markup import escape
 
-    workspace = FilesystemBackend(root)
+    from tether.capabilities.subagents import files_of
+
     decisions: list[Decision] = []
     for number, request in enumerate(requests, 1):
         if allowances is not None and allowances.covers(request.tool, request.args):
             decisions.append(Approve())
             continue
+        found = files_of(agent, request.path) if agent is not None else None
+        workspace = found or FilesystemBackend(root)
         doomed = _cannot_succeed(request, workspace)
         if doomed is not None:  # asking would waste the person's time: the agent is told
             console.print(f"[yellow]Not asked: {escape(shown(doomed))}[/]")
@@ -83,7 +92,7 @@ def _syntax(text: str, lexer: str) -> Syntax:
     return Syntax(text, lexer, word_wrap=True, background_color="default")
 
 
-def _show(request: ApprovalRequest, console: Console, workspace: FilesystemBackend) -> None:
+def _show(request: ApprovalRequest, console: Console, workspace: Backend) -> None:
     """The call as a person should judge it: control and invisible characters escaped."""
     args = request.args
     if isinstance(args, str):
@@ -99,27 +108,38 @@ def _show(request: ApprovalRequest, console: Console, workspace: FilesystemBacke
     console.print(_syntax(shown(json.dumps(args, indent=2, ensure_ascii=False), keep="\n"), "json"))
 
 
-def _cannot_succeed(request: ApprovalRequest, workspace: FilesystemBackend) -> str | None:
+def _cannot_succeed(request: ApprovalRequest, workspace: Backend) -> str | None:
     """Why a file call would fail as it stands (so its diff would mislead), or None."""
     args = request.args
-    if request.tool not in ("write_file", "edit_file") or not isinstance(args, Mapping):
+    path = args.get("file_path") if isinstance(args, Mapping) else None
+    if request.tool not in ("write_file", "edit_file") or not isinstance(path, str):
         return None
-    path = args.get("file_path")
-    if not isinstance(path, str):
-        return None
-    try:  # through the backend, as the call will go
-        data: bytes | None = asyncio.run(workspace.read(path))
-    except BackendError:
-        data = None
+    assert isinstance(args, Mapping)
+    data, refused = _read(workspace, path)
     if request.tool == "write_file":
         if data is None:
             return None
         return f"{path} already exists and write_file only creates files; read it, then edit_file"
+    if refused is not None:  # an edit reads the file first
+        return refused
     try:  # a diff of a file that is not text would show a change that cannot happen
         text = None if data is None else data.decode("utf-8")
     except UnicodeDecodeError:
         return f"{path} is not UTF-8 text and cannot be edited"
     return _edit_fails(path, text, args)
+
+
+def _read(workspace: Backend, path: str) -> tuple[bytes | None, str | None]:
+    """The file at `path` through `workspace`, as the call will read it (None when it is
+    not there); and why it may not be read, when that is why there is none."""
+    try:
+        return asyncio.run(workspace.read(path)), None
+    except BackendError as exc:
+        try:
+            asyncio.run(workspace.stat(path))
+        except BackendError:
+            return None, str(exc).rstrip(".")
+        return None, None
 
 
 def _edit_fails(path: str, text: str | None, args: Mapping[str, Any]) -> str | None:
@@ -137,7 +157,7 @@ def _edit_fails(path: str, text: str | None, args: Mapping[str, Any]) -> str | N
     return None
 
 
-def _diff(tool: str, args: Mapping[str, Any], workspace: FilesystemBackend) -> str | None:
+def _diff(tool: str, args: Mapping[str, Any], workspace: Backend) -> str | None:
     """The change a write_file or edit_file call would make, as a unified diff (asked
     only of calls that can succeed: see `_cannot_succeed`)."""
     path = args.get("file_path")

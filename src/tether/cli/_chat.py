@@ -182,7 +182,7 @@ class _Session:
         return self.runner.run(_escapable(consume(events, output), watch=self.terminal))
 
     def _ask(self, requests: list[ApprovalRequest]) -> list[Decision]:
-        return ask(requests, self.console, self.directory, self.allowances)
+        return ask(requests, self.console, self.directory, self.allowances, agent=self.agent)
 
     def _go_on(self, thread: Thread) -> None:
         """Resume the thread's last run, asking first about the calls it waits on."""

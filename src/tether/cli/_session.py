@@ -539,11 +539,11 @@ def _drive(
         events = functools.partial(agent.stream_resume, thread_id, decisions=decisions)
     try:
         if to_ask and console is not None:
-            answers = ask(to_ask, console, directory)
+            answers = ask(to_ask, console, directory, agent=agent)
             events = functools.partial(agent.stream_resume, thread_id, decisions=answers)
         result = asyncio.run(consume(events(), output))
         while result.stop_reason == "interrupted" and console is not None and interactive:
-            decided = ask(list(result.interrupts), console, directory)
+            decided = ask(list(result.interrupts), console, directory, agent=agent)
             result = asyncio.run(consume(agent.stream_resume(thread_id, decisions=decided), output))
     except (KeyboardInterrupt, Interrupted):
         output.close()

@@ -625,37 +625,31 @@ def _all_subagents(thread: Thread) -> list[Thread]:
 
 
 async def _pending_diff(agent: Agent[Any], thread: Thread, request: ApprovalRequest) -> str | None:
-    """The change a waiting file call would make, the file read as the agent would
-    read it: from the thread's own files, else through the agent's guarded backend."""
+    """The change a waiting file call would make, the file read as the agent that asked
+    would read it (its rules, and those of every agent above it): from the thread's own
+    files, else through its backend. Nothing is shown of a file it may not read."""
+    from tether.backends.errors import BackendError
+    from tether.backends.permissions import PermissionedBackend
+    from tether.backends.state import StateBackend
+    from tether.capabilities.subagents import files_of
     from tether.tools.files import change_diff
 
     args = request.args
-    if not isinstance(args, Mapping) or not isinstance(args.get("file_path"), str):
+    view = files_of(agent, request.path)
+    if view is None or not isinstance(args, Mapping) or not isinstance(args.get("file_path"), str):
         return None
     path = args["file_path"]
-    before: str | None = None
-    if path in thread.files:
-        before = thread.files[path][0].decode("utf-8", "replace")
-    else:
-        before = await _read_through_agent(agent, path)
-    return await asyncio.to_thread(change_diff, request.tool, args, before)
-
-
-async def _read_through_agent(agent: Agent[Any], path: str) -> str | None:
-    """The file at `path` of the agent's own backend, behind its permission rules; ""
-    when it does not exist, None when it cannot be read."""
-    from tether.backends.errors import BackendError
-    from tether.backends.permissions import guard
-    from tether.backends.state import StateBackend
-    from tether.capabilities.filesystem import Filesystem
-
-    files = next((c for c in agent._plan.on_run_start if isinstance(c, Filesystem)), None)
-    if files is None or isinstance(files.backend, StateBackend):
-        return "" if files is not None else None
-    backend = guard(files.backend, files.rules, files.policy)
     try:
-        if await backend.stat(path) is None:
-            return ""
-        return (await backend.read(path)).decode("utf-8", "replace")
+        inner = view
+        while isinstance(inner, PermissionedBackend):  # the rules, whatever holds the file
+            inner.check("read", path)
+            inner = inner.backend
+        if path in thread.files:
+            before = thread.files[path][0].decode("utf-8", "replace")
+        elif isinstance(inner, StateBackend) or await view.stat(path) is None:
+            before = ""
+        else:
+            before = (await view.read(path)).decode("utf-8", "replace")
     except (BackendError, OSError):
         return None
+    return await asyncio.to_thread(change_diff, request.tool, args, before)
