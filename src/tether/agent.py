@@ -115,6 +115,32 @@ class RunResult(Generic[OutputT]):
         """The messages this run added (its prompt included), without the history."""
         return self.messages[self.new_messages_start :]
 
+    @classmethod
+    def of_thread(
+        cls,
+        thread: Thread,
+        stop_reason: StopReason,
+        *,
+        output: OutputT | None = None,
+        interrupts: tuple[ApprovalRequest, ...] = (),
+        thread_id: str | None = None,
+    ) -> RunResult[OutputT]:
+        """The result a recorded `thread` stands at."""
+        return cls(
+            output=output,
+            stop_reason=stop_reason,
+            messages=tuple(thread.messages),
+            usage=thread.usage,
+            cost_usd=thread.cost_usd,
+            steps=thread.steps,
+            run_id=thread.run_id or "",
+            new_messages_start=thread.run_start,
+            files={path: data for path, (data, _) in thread.files.items()},
+            todos=thread.todos,
+            thread_id=thread_id or thread.thread_id,
+            interrupts=interrupts,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
@@ -491,20 +517,7 @@ def _still_waiting(
 ) -> RunResult[Any]:
     """The result (and the events) of a resume that decided some of the waiting calls: the
     run stays where it stopped, for the `requests` still waiting."""
-    result: RunResult[Any] = RunResult(
-        output=None,
-        stop_reason="interrupted",
-        messages=tuple(thread.messages),
-        usage=thread.usage,
-        cost_usd=thread.cost_usd,
-        steps=thread.steps,
-        run_id=thread.run_id or "",
-        new_messages_start=thread.run_start,
-        files={path: data for path, (data, _) in thread.files.items()},
-        todos=thread.todos,
-        thread_id=thread.thread_id,
-        interrupts=requests,
-    )
+    result: RunResult[Any] = RunResult.of_thread(thread, "interrupted", interrupts=requests)
     if emit is not None:
         path = ("main",)
         for event in (

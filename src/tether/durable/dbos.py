@@ -446,19 +446,12 @@ class DurableAgent(Generic[OutputT]):
         output = status.output
         if stop_reason == "completed" and output is not None and self.agent.output_type is not str:
             output = pydantic.TypeAdapter(self.agent.output_type).validate_python(output)
-        return RunResult(
+        return RunResult.of_thread(
+            thread,
+            stop_reason,  # type: ignore[arg-type]
             output=output if stop_reason == "completed" else None,
-            stop_reason=stop_reason,  # type: ignore[arg-type]
-            messages=tuple(thread.messages),
-            usage=thread.usage,
-            cost_usd=thread.cost_usd,
-            steps=thread.steps,
-            run_id=thread.run_id or "",
-            new_messages_start=thread.run_start,
-            files={path: data for path, (data, _) in thread.files.items()},
-            todos=thread.todos,
-            thread_id=status.thread_id,
             interrupts=interrupts,
+            thread_id=status.thread_id,
         )
 
 
