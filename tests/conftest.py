@@ -72,3 +72,12 @@ def own_id(messages: Sequence[Message], server_id: str) -> str:
         if c.provider_id == server_id
     ]
     return found
+
+
+@pytest.fixture(autouse=True)
+def _own_state_directory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test keeps tether's per-user state (the sandbox's records of commands under
+    way) apart, as two users would: none reads what another left."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

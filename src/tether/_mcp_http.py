@@ -9,10 +9,14 @@ gzip can hold gigabytes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio.to_thread
 import httpx2
+
+from tether._mcp_stdio import OFF_LOOP_BYTES, fewer_parts
 
 __all__ = ["MAX_JSON_REPLY_BYTES", "client"]
 
@@ -47,9 +51,35 @@ class _Transport(httpx2.AsyncHTTPTransport):
         if encoding != "identity":
             await response.aclose()
             raise ReplyRefused(f"the server sent a {encoding!r} reply; none was asked for")
-        if response.headers.get("content-type", "").startswith("application/json"):
-            response.stream = _Capped(response.stream)
-        return response
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return response
+        response.stream = _Capped(response.stream)
+        body = await response.aread()
+        if len(body) <= OFF_LOOP_BYTES:
+            return response
+        shorter = await anyio.to_thread.run_sync(_fewer_parts, body)
+        if shorter is None:
+            return response
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-length"]
+        return httpx2.Response(
+            response.status_code,
+            headers=headers,
+            content=shorter,
+            request=request,
+            extensions=response.extensions,
+        )
+
+
+def _fewer_parts(body: bytes) -> bytes | None:
+    """A long JSON reply with each result's content cut to `MAX_PARTS` (see
+    `fewer_parts`), in a worker thread; None when nothing was cut."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None  # the SDK says what is wrong with it
+    messages = data if isinstance(data, list) else [data]
+    cut = [fewer_parts(m.get("result")) for m in messages if isinstance(m, dict)]
+    return json.dumps(data).encode() if any(cut) else None
 
 
 def client(headers: Mapping[str, str], timeout: float) -> httpx2.AsyncClient:

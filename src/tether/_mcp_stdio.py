@@ -14,6 +14,7 @@ killed with its whole process group.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TextIO
 
@@ -26,7 +27,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-__all__ = ["MAX_LINE_BYTES", "LineTooLong", "stdio_transport"]
+__all__ = ["MAX_LINE_BYTES", "MAX_PARTS", "LineTooLong", "fewer_parts", "stdio_transport"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest line (one message) read from an MCP server over stdio."""
@@ -115,10 +116,34 @@ async def _parsed(line: bytes) -> Incoming:
 
 
 def _parse(line: bytes) -> Incoming:
+    adapter = mcp_types.jsonrpc_message_adapter
     try:
-        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        return exc
+        if len(line) <= OFF_LOOP_BYTES:
+            return SessionMessage(adapter.validate_json(line, by_name=False))
+        # A long line: read as plain JSON (several times faster than validating it, and
+        # this thread holds the GIL either way), cut, and only then validated.
+        data = json.loads(line)
+        fewer_parts(data.get("result") if isinstance(data, dict) else None)
+        return SessionMessage(adapter.validate_python(data, by_name=False))
+    except (ValueError, RecursionError) as exc:
+        return ValueError(str(exc)) if isinstance(exc, RecursionError) else exc
+
+
+MAX_PARTS = 1_000
+"""The most content parts of one reply tether reads: the SDK checks each on the event
+loop, so 300,000 tiny ones (10 MB) held it for seconds."""
+
+
+def fewer_parts(result: object) -> bool:
+    """Cut a result's `content` to `MAX_PARTS`, with a last part saying how many were
+    left out; whether it was cut."""
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, list) or len(content) <= MAX_PARTS:
+        return False
+    left_out = len(content) - MAX_PARTS + 1
+    note = {"type": "text", "text": f"[{left_out:,} more content parts left out]"}
+    result["content"] = [*content[: MAX_PARTS - 1], note]  # type: ignore[index]
+    return True
 
 
 async def _write(

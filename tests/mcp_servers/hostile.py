@@ -15,6 +15,7 @@ MODE says what the server does wrong:
   (a line that never ends), a comment line every 0.1 s of an event stream over HTTP.
 - `huge`: answers `initialize` with one line of 64 MB.
 - `gzip` (HTTP only): answers `initialize` gzipped, 128 MB of it.
+- `many-parts`: answers its tool `wait` with 300,000 tiny content parts (about 10 MB).
 
 Its tool `crash` kills it. With `--log FILE`, each start appends a line to FILE; with
 `--log FILE --silent-after N` too, every start after the first N is `silent`.
@@ -79,7 +80,16 @@ def answer(mode: str, request: dict[str, Any]) -> bytes | None:
         return initialized(request)
     if method == "tools/list" and mode != "no-list":
         return reply(request, {"tools": TOOLS})
-    if method == "tools/call" and request["params"]["name"] == "crash":
+    return called(mode, request)
+
+
+def called(mode: str, request: dict[str, Any]) -> bytes | None:
+    """The reply to a tool call, or None for none."""
+    if request.get("method") != "tools/call":
+        return None  # never answered
+    if mode == "many-parts":
+        return reply(request, {"content": [{"type": "text", "text": "ab"}] * 300_000})
+    if request["params"]["name"] == "crash":
         sys.stdout.flush()
         import os
 

@@ -84,6 +84,16 @@ CARDS: dict[str, Callable[[int], tuple[str, dict[str, Any], str]]] = {
     ),
     "every line changes": lambda size: ("edit_file", edit("compute", "calc"), code(size)),
     "one line": lambda size: ("edit_file", edit("b", "c", False), "a" * size + "b"),
+    "a replace_all of every character of one long line": lambda size: (
+        "edit_file",
+        edit("a", "b"),
+        "a" * size,
+    ),
+    "a replace_all shrinking one long line": lambda size: (
+        "edit_file",
+        edit("aa", "a"),
+        "a" * size,
+    ),
     "a new file": lambda size: ("write_file", {"file_path": "/big.txt", "content": code(size)}, ""),
     "a file rewritten": lambda size: (
         "write_file",

@@ -244,10 +244,11 @@ def test_what_a_killed_tethers_command_made_is_disabled_by_the_next(
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert (repository / "sub" / ".git" / "config").exists()  # left behind by the kill
-    assert list((repository / ".tether" / "sandbox").iterdir())  # with its record
+    records = Path(os.environ["XDG_STATE_HOME"], "tether", "sandbox")
+    assert list(records.glob("*/*.json"))  # with its record, outside the workspace
     sandbox = LocalSandbox(repository)
     assert not (repository / "sub" / ".git").exists()
-    assert not list((repository / ".tether" / "sandbox").iterdir())
+    assert not list(records.glob("*/*.json"))
     assert any("/sub/.git -> /sub/.git.disabled-by-tether-" in n for n in sandbox.recovered)
     git(repository, "status")
     assert not marker.exists()
@@ -367,3 +368,25 @@ async def test_a_hard_link_into_a_git_directory_is_read_only_too(repository: Pat
     assert "Invalid cross-device link" in done.output  # nor a new link made
     assert (repository / ".git" / "config").read_text() == before
     assert (repository / "sub" / ".git").read_text() == "gitdir: ../.git\n"
+
+
+def test_a_record_in_the_workspace_is_not_taken_for_one_of_tethers(repository: Path) -> None:
+    """A repository can ship `.tether/sandbox/*.json` (and a command can make it): the
+    records are kept outside every workspace, so a forged one disables nothing."""
+    forged = '{"pid": 999999, "started": null, "workspace": "%s", "known": [], "hidden": []}'
+    (repository / ".tether" / "sandbox").mkdir(parents=True)
+    (repository / ".tether" / "sandbox" / "1-aa.json").write_text(forged % repository)
+    sandbox = LocalSandbox(repository)
+    assert sandbox.recovered == []
+    assert (repository / ".git" / "HEAD").exists()
+    assert git(repository, "status").returncode == 0
+
+
+def test_a_record_of_another_workspace_that_had_this_inode_is_ignored(repository: Path) -> None:
+    records = Path(os.environ["XDG_STATE_HOME"], "tether", "sandbox")
+    st = repository.stat()
+    (records / f"{st.st_dev}-{st.st_ino}").mkdir(parents=True)
+    old = '{"pid": 999999, "started": null, "workspace": "/gone", "known": [], "hidden": []}'
+    (records / f"{st.st_dev}-{st.st_ino}" / "1-aa.json").write_text(old)
+    assert LocalSandbox(repository).recovered == []
+    assert (repository / ".git" / "HEAD").exists()

@@ -160,6 +160,23 @@ def test_a_call_the_server_never_answers_is_a_tool_error_after_its_timeout(
     assert result.output == "went on"
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_reply_of_countless_parts_is_cut_before_it_is_checked(
+    transport: str, hostile_http: Callable[..., HostileHTTP]
+) -> None:
+    """Each part is validated where the session runs: 300,000 of them held the event
+    loop for seconds. A long reply is read as plain JSON off the loop and cut first."""
+    from tether._mcp_stdio import MAX_PARTS
+
+    server = stdio("many-parts") if transport == "stdio" else hostile_http("many-parts").server()
+    model = ScriptedModel([[ToolCall("h_wait", {}, id="w")], "went on"])
+    result = within(BOUND, lambda: create_agent(model, mcp_servers=[server]).run("Wait."))
+    (answer,) = tool_results(result)
+    assert not answer.is_error
+    assert len(answer.content) == MAX_PARTS
+    assert answer.content[-1].text == f"[{300_000 - MAX_PARTS + 1:,} more content parts left out]"
+
+
 def test_calls_queued_on_a_reconnect_that_never_answers_try_it_once(tmp_path: Path) -> None:
     """The server dies; every start after that never answers. Six calls in one turn all
     need it again: one tries (the server's log counts the starts), the others take that

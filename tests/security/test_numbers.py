@@ -179,3 +179,48 @@ def test_a_run_given_any_counts_charges_each_and_stops_at_its_budget(
         assert spent < 5_000  # no step after the one that went past the budget
         spent += reply.usage.total_tokens
     assert spent >= 5_000 or len(replies) == 30
+
+
+class _Lying(int):
+    """An int whose sums cancel spending: its own arithmetic must never count."""
+
+    def __add__(self, other: object) -> int:
+        return -(10**12)
+
+    __radd__ = __add__
+
+    def __ge__(self, other: object) -> bool:
+        return True
+
+
+def test_a_count_of_an_int_subclass_counts_as_a_plain_int() -> None:
+    from tether.models.usage import token_count
+
+    counted = token_count(_Lying(400_000))
+    assert type(counted) is int
+    assert counted == 400_000
+    assert token_count(_Lying(-5)) is None
+
+
+def test_an_int_subclass_cannot_cancel_a_token_budget() -> None:
+    from tether import Limits, create_agent, tool
+    from tether.messages import AssistantMessage, TextPart, ToolCall, Usage
+    from tether.models import FunctionModel, ModelResponse
+
+    @tool
+    def step(n: int) -> str:
+        """Take a step."""
+        return "ok"
+
+    def reply(request: Any) -> ModelResponse:
+        n = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        usage = Usage(input_tokens=_Lying(400_000), output_tokens=_Lying(10), requests=1)
+        return ModelResponse(
+            AssistantMessage((TextPart("w"), ToolCall("step", {"n": n})), usage=usage)
+        )
+
+    limits = Limits(max_steps=20, max_total_tokens=500_000)
+    result = create_agent(FunctionModel(reply), tools=[step], limits=limits).run("go")
+    assert result.stop_reason == "budget"
+    assert result.steps <= 2
+    assert result.usage.total_tokens >= 500_000

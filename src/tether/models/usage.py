@@ -42,8 +42,9 @@ def token_count(value: object) -> int | None:
         return _parsed(value)
     if isinstance(value, bool) or not isinstance(value, Real | Decimal):
         return None
-    if isinstance(value, int):
-        return min(value, MOST_TOKENS) if value >= 0 else None
+    if isinstance(value, int):  # made a plain int: a subclass's own arithmetic never counts
+        plain = int.__index__(value)
+        return min(plain, MOST_TOKENS) if plain >= 0 else None
     try:
         number = float(value)
     except (ArithmeticError, ValueError):  # a signalling NaN; an int-like type too large

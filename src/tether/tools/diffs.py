@@ -81,6 +81,11 @@ def edit_diff(path: str, before: str, find: str, put: str, *, replace_all: bool)
     return _Render(path, before).hunks(changes, f"{count:,} replacements")
 
 
+_ONE_BY_ONE = 64
+"""Replacements in one line made one by one; the rest of the line is replaced by
+`str.replace`, so a line of a million hits costs no more Python steps than a short one."""
+
+
 def _replacements(text: str, find: str, put: str, count: int) -> Iterator[_Change]:
     """The changed lines of the first `count` replacements, those sharing a line as
     one change. Found as they are asked for: a diff cut short looks for no more."""
@@ -93,9 +98,16 @@ def _replacements(text: str, find: str, put: str, count: int) -> Iterator[_Chang
         cursor = end = start
         replaced = 0
         while count and at >= 0 and (not pieces or at < end):
+            if replaced >= _ONE_BY_ONE and "\n" not in find:  # the rest of the line at once
+                many = min(count, text.count(find, cursor, end))
+                pieces.append(text[cursor:end].replace(find, put, many))
+                cursor, count, replaced = end, count - many, replaced + many
+                at = text.find(find, cursor) if count else -1
+                break
             pieces += [text[cursor:at], put]
             cursor = at + len(find)
-            end = _line_end(text, cursor)
+            if cursor - 1 >= end:  # past the line: else it ends where it did (linear)
+                end = _line_end(text, cursor)
             count, replaced = count - 1, replaced + 1
             at = text.find(find, cursor) if count else -1
         pieces.append(text[cursor:end])

@@ -237,7 +237,7 @@ class Command:
             if self.process is not None and self.known is not None:
                 self._disable_new(self.known)
             if self._record is not None:
-                records.drop(self.sandbox.host, self._record)
+                records.drop(self._record)
         finally:
             # No kill may use the pidfd once its number can be another's.
             held = [fd for fd in (self._pidfd, self._lock, *self._passed) if fd is not None]

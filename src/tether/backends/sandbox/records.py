@@ -1,8 +1,12 @@
 """Records of sandboxed commands under way, so that one whose tether was killed
 mid-way is put right by the next.
 
-Each command leaves a small JSON file in `.tether/sandbox/` (hidden from commands) for
-as long as it runs: the process that runs it, and the git entries it was kept from.
+Each command leaves a small JSON file for as long as it runs: the process that runs
+it, and the git entries it was kept from. The records are the user's, kept outside
+every workspace (`$XDG_STATE_HOME/tether/sandbox/`, by default
+`~/.local/state/tether/sandbox/`, a directory per workspace): a record in the
+workspace could be shipped by a repository or made by a command, and a forged one
+would have the next start disable the user's own `.git`.
 A record whose process is gone is one whose command never finished: `recover`
 disables the git directories made since (see `gitdirs`) and drops the record. Commands
 of one workspace run one at a time, under an flock of its directory (`try_lock`).
@@ -18,63 +22,67 @@ import logging
 import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from tether.backends.hostfs import Root
 from tether.backends.sandbox import gitdirs
 
 __all__ = ["drop", "recover", "recover_at_start", "try_lock", "write"]
 
-_RECORDS = "/.tether/sandbox"
 _log = logging.getLogger("tether.sandbox")
 
 
+def _directory(host: Root) -> Path:
+    """Where the records of `host`'s commands are kept: by the workspace's device and
+    inode, which a second name (a link, a bind mount) of it shares."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    st = os.fstat(host.fd)
+    return Path(base) / "tether" / "sandbox" / f"{st.st_dev}-{st.st_ino}"
+
+
 def write(host: Root, known: gitdirs.GitScan, hidden: set[str]) -> str | None:
-    """Leave a record of the command (its process, the git entries it found) in
-    `.tether/`, when the workspace has one hidden from commands."""
-    if _RECORDS.rsplit("/", 1)[0] not in hidden:
-        return None  # no .tether (a library's workspace): nothing to recover from later
+    """Leave a record of the command (its process, the git entries it found); the
+    record's path, or None when it could not be written."""
     me = os.getpid()
-    path = f"{_RECORDS}/{me}-{secrets.token_hex(6)}.json"
     record = {
         "pid": me,
         "started": _start_time(me),
+        "workspace": host.path,
         "known": sorted(known.identities),
         "hidden": sorted(hidden),
     }
     try:
-        with os.fdopen(host.create(path), "w") as out:
-            json.dump(record, out)
+        directory = _directory(host)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = directory / f"{me}-{secrets.token_hex(6)}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
     except OSError:
         return None
-    return path
+    return str(path)
 
 
 def recover(host: Root) -> list[str]:
     """Disable what the commands of records whose processes are gone made, and drop the
     records. Call it holding the workspace's lock."""
     try:
-        directory = host.open_dir(_RECORDS)
+        names = sorted(os.listdir(directory := _directory(host)))
     except OSError:
         return []
     notes: list[str] = []
-    try:
-        for name in sorted(os.listdir(directory)):
-            record = _read_record(directory, name)
-            if record is None or _alive(record):
-                continue
-            known = gitdirs.GitScan(record.known)
-            done = gitdirs.disable_new(host, record.hidden, known)
-            found = gitdirs.notes(done)
-            if found:
-                notes.append(
-                    f"a command of tether process {record.pid} on this workspace never "
-                    "finished (the process was killed)"
-                )
-                notes += found
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=directory)
-    finally:
-        os.close(directory)
+    for name in names:
+        record = _read_record(directory / name)
+        if record is None or _alive(record) or record.workspace != host.path:
+            continue  # not ours, still running, or a directory that had this inode before
+        done = gitdirs.disable_new(host, record.hidden, gitdirs.GitScan(record.known))
+        found = gitdirs.notes(done)
+        if found:
+            notes.append(
+                f"a command of tether process {record.pid} on this workspace never "
+                "finished (the process was killed)"
+            )
+            notes += found
+        with contextlib.suppress(OSError):
+            (directory / name).unlink()
     for note in notes:
         _log.warning("%s", note)
     return notes
@@ -95,34 +103,30 @@ def recover_at_start(host: Root) -> list[str]:
 class _Record:
     pid: int
     started: int | None
+    workspace: str
     known: dict[str, gitdirs.Identity]  # paths unknown now: what counts is the identity
     hidden: frozenset[str]
 
 
-def _read_record(directory: int, name: str) -> _Record | None:
-    if not name.endswith(".json"):
+def _read_record(path: Path) -> _Record | None:
+    if path.suffix != ".json":
         return None
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-        with os.fdopen(fd) as source:
-            data = json.loads(source.read(1 << 22))
+        data = json.loads(path.read_text(encoding="utf-8")[: 1 << 22])
         known = {f"#{n}": (int(dev), int(ino)) for n, (dev, ino) in enumerate(data["known"])}
         started = data["started"]
-        hidden = frozenset(str(path) for path in data["hidden"])
+        hidden = frozenset(str(hidden) for hidden in data["hidden"])
         pid = int(data["pid"])
-        return _Record(pid, None if started is None else int(started), known, hidden)
+        workspace = str(data["workspace"])
+        return _Record(pid, None if started is None else int(started), workspace, known, hidden)
     except (OSError, ValueError, TypeError, KeyError):
         return None  # not one of ours: left alone
 
 
-def drop(host: Root, path: str) -> None:
-    directory, name = path.rsplit("/", 1)
+def drop(path: str) -> None:
+    """Remove the record `write` left, the command being over."""
     with contextlib.suppress(OSError):
-        fd = host.open_dir(directory)
-        try:
-            os.unlink(name, dir_fd=fd)
-        finally:
-            os.close(fd)
+        os.unlink(path)
 
 
 def _alive(record: _Record) -> bool:
