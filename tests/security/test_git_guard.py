@@ -206,3 +206,20 @@ def test_processes_writing_at_once_complete_no_git_directory(tmp_path: Path) -> 
         worker.join(timeout=300)
         assert worker.exitcode == 0
     assert _git_shaped(tmp_path) == []
+
+
+def test_a_write_shaping_a_directory_does_not_wait_for_a_running_command(tmp_path: Path) -> None:
+    """A sandboxed command holds its workspace's flock while it runs; the guard's own
+    lock is elsewhere, so a file call beside it goes on."""
+    import fcntl
+    import os
+
+    held = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as `LocalSandbox` does for a command's length
+    try:
+        backend = FilesystemBackend(tmp_path)
+        asyncio.run(backend.write("/objects/a", b"x"))
+        asyncio.run(backend.write("/refs/b", b"y"))
+    finally:
+        os.close(held)
+    assert (tmp_path / "objects" / "a").read_bytes() == b"x"

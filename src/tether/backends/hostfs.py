@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root"]
+__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root", "state_home"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -123,6 +123,14 @@ def _parts(path: str) -> list[str]:
     if ".." in parts:
         raise OSError(errno.EXDEV, "'..' leads out of the root", path)
     return parts
+
+
+def state_home() -> str:
+    """The user's directory for tether's state kept between processes
+    (`$XDG_STATE_HOME`, by default `~/.local/state`): outside every workspace."""
+    return os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
 
 
 class InGitDirectory(PermissionError):
@@ -505,15 +513,27 @@ def _subdirectories(
 _EFFECTIVE = os.access in os.supports_effective_ids
 _GIT_MARKS = ("HEAD", "objects", "refs", "commondir")
 """What makes a directory a git directory to git: `HEAD` beside one of the others."""
+_GIT_LOCKS = 64
+"""Lock files the git guard spreads directories over (two sharing one just take turns)."""
 _LOCK_SECONDS = 10.0
 """How long a write waits for a directory another writer has locked."""
 
 
 @contextlib.contextmanager
 def _directory_lock(directory: int, path: str) -> Iterator[None]:
-    """An exclusive `flock` of `directory` (polled, never held up longer than
-    `_LOCK_SECONDS`: a command could hold it forever)."""
-    fd = os.open(".", _LIST_FLAGS, dir_fd=directory)  # `directory` may be an O_PATH fd
+    """An exclusive lock for shaping `directory`, shared by every process of this user:
+    the `flock` of one of `_GIT_LOCKS` files in the user's state directory, picked by
+    the directory's device and inode (polled, never held up longer than `_LOCK_SECONDS`).
+    Not the directory's own flock: a sandboxed command holds its workspace's for as long
+    as it runs. Where no state directory can be made, the directory's own."""
+    st = os.fstat(directory)
+    try:
+        folder = os.path.join(state_home(), "tether", "locks")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        name = f"git-{(st.st_dev * 1_000_003 + st.st_ino) % _GIT_LOCKS}.lock"
+        fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
+    except OSError:
+        fd = os.open(".", _LIST_FLAGS, dir_fd=directory)  # `directory` may be an O_PATH fd
     try:
         deadline = time.monotonic() + _LOCK_SECONDS
         pause = 0.001

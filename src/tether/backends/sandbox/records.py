@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.backends.hostfs import Root
+from tether.backends.hostfs import Root, state_home
 from tether.backends.sandbox import gitdirs
 
 __all__ = ["drop", "recover", "recover_at_start", "try_lock", "write"]
@@ -35,9 +35,8 @@ _log = logging.getLogger("tether.sandbox")
 def _directory(host: Root) -> Path:
     """Where the records of `host`'s commands are kept: by the workspace's device and
     inode, which a second name (a link, a bind mount) of it shares."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     st = os.fstat(host.fd)
-    return Path(base) / "tether" / "sandbox" / f"{st.st_dev}-{st.st_ino}"
+    return Path(state_home()) / "tether" / "sandbox" / f"{st.st_dev}-{st.st_ino}"
 
 
 def write(host: Root, known: gitdirs.GitScan, hidden: set[str]) -> str | None:
