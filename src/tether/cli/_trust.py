@@ -29,7 +29,7 @@ __all__ = ["needs_trust", "trust_file", "trusted"]
 
 def needs_trust(loaded: Loaded) -> dict[str, Any]:
     """What the project file sets that your own settings (config file, environment,
-    flags) do not, and that widens access, runs a process or lends your files: those
+    flags) do not, and that widens access, runs a process or raises a limit: those
     settings, as the project would have them. Everything else a project sets narrows
     (its rules, denied commands and gates add to yours) and needs no trust."""
     if not loaded.project_source:
