@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root", "state_home"]
+__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root", "state_home", "try_lock"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -537,18 +537,28 @@ def _directory_lock(directory: int, path: str) -> Iterator[None]:
     try:
         deadline = time.monotonic() + _LOCK_SECONDS
         pause = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OSError(errno.EAGAIN, "its directory stayed locked", path) from None
-                time.sleep(pause)  # in a worker thread: every write runs off the loop
-                pause = min(pause * 2, 0.05)
+        while not try_lock(fd):
+            if time.monotonic() > deadline:
+                raise OSError(errno.EAGAIN, "its directory stayed locked", path)
+            time.sleep(pause)  # in a worker thread: every write runs off the loop
+            pause = min(pause * 2, 0.05)
         yield
     finally:
         os.close(fd)  # and with it the lock
+
+
+def try_lock(fd: int) -> bool:
+    """Take the exclusive flock of `fd` if no one holds it (at once, where the file
+    system has no locks: then writers may overlap)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
+            return True
+        raise
+    return True
 
 
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})

@@ -15,8 +15,6 @@ of one workspace run one at a time, under an flock of its directory (`try_lock`)
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -24,7 +22,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.backends.hostfs import Root, state_home
+from tether.backends.hostfs import Root, state_home, try_lock
 from tether.backends.sandbox import gitdirs
 
 __all__ = ["drop", "recover", "recover_at_start", "try_lock", "write"]
@@ -141,16 +139,3 @@ def _start_time(pid: int) -> int | None:
         return int(text[text.rfind(")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def try_lock(fd: int) -> bool:
-    """Take the exclusive flock of `fd` if no one holds it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
-            return True  # a file system without locks: commands may then overlap
-        raise
-    return True
