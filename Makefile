@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit bench clean system-deps screenshots
+.PHONY: demo test lint typecheck unit bench clean system-deps screenshots node-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,22 @@ system-deps:
 	@# the served page's end-to-end tests drive Debian's headless Chromium
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Third-party JavaScript parts the interop tests run against (the AG-UI client, the MCP
+# conformance suite and reference servers), with the Node 22 they need, from package-lock.json.
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed-$(shell cat $(NODE_DIR)/package-lock.json | cksum | cut -d' ' -f1)
+
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq npm >/dev/null; }
+	rm -rf $(NODE_DIR)/node_modules
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(NODE_STAMP)
+
 # The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
 # and prepares one when needed, and prints its URL.
-unit: $(STAMP) system-deps
+unit: $(STAMP) system-deps node-deps
 	url="$$(scripts/postgres-for-tests.sh)" && TETHER_TEST_POSTGRES="$$url" $(BIN)/python -m pytest -q
 
 test: lint typecheck unit
