@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tether.errors import (
         AlreadyDecidedError,
         ConfigurationError,
+        ContentFilterError,
         CostUnknownWarning,
         MCPServerError,
         ModelError,
@@ -48,6 +49,7 @@ __all__ = [
     "Capability",
     "Compaction",
     "ConfigurationError",
+    "ContentFilterError",
     "CostUnknownWarning",
     "Edit",
     "Limits",
@@ -95,6 +97,7 @@ _HOMES = {
     "Compaction": "tether.capabilities.compaction",
     "AlreadyDecidedError": "tether.errors",
     "ConfigurationError": "tether.errors",
+    "ContentFilterError": "tether.errors",
     "CostUnknownWarning": "tether.errors",
     "ModelError": "tether.errors",
     "MCPServerError": "tether.errors",

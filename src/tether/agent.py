@@ -72,7 +72,14 @@ OutputT = TypeVar("OutputT")
 T = TypeVar("T")
 
 StopReason: TypeAlias = Literal[
-    "completed", "budget", "loop", "timeout", "interrupted", "cancelled", "error"
+    "completed",
+    "budget",
+    "loop",
+    "timeout",
+    "interrupted",
+    "cancelled",
+    "content_filter",
+    "error",
 ]
 Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
 

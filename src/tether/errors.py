@@ -5,6 +5,7 @@ TetherError                  root; `.result` holds the partial RunResult when it
 ├── ConfigurationError       API misuse: a bad argument to create_agent, @tool, Limits, a model
 ├── ModelError               a model could not produce a response
 │   ├── ModelHTTPError       the provider answered with an HTTP error (after any retries)
+│   ├── ContentFilterError   the provider's content filter stopped the reply
 │   └── ScriptExhaustedError a ScriptedModel was asked for more turns than it has
 ├── ToolError                raised by a tool: its message goes back to the model as an error
 │   └── BackendError         a file operation failed (tether.backends)
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlreadyDecidedError",
     "ConfigurationError",
+    "ContentFilterError",
     "CostUnknownWarning",
     "MCPServerError",
     "ModelError",
@@ -112,6 +114,16 @@ class ModelHTTPError(ModelError):
         super().__init__(message, url=url, request_id=request_id, retries=retries)
         self.status_code = status_code
         self.body = body
+
+
+class ContentFilterError(ModelError):
+    """The provider's content filter stopped the model's reply (Azure's `content_filter`,
+    Gemini's `SAFETY`, Bedrock's guardrails, Anthropic's `refusal`).
+
+    The run ends with `stop_reason="content_filter"` and no output; `result.messages` keeps
+    what the model sent before the filter cut in, and its tool calls, if any, are answered
+    without running. Asking again with the same input usually meets the same filter.
+    """
 
 
 class ScriptExhaustedError(ModelError):

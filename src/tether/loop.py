@@ -35,6 +35,7 @@ from tether.backends.errors import BackendError
 from tether.backends.paths import clean, is_under
 from tether.errors import (
     ConfigurationError,
+    ContentFilterError,
     CostUnknownWarning,
     ModelError,
     OutputError,
@@ -86,6 +87,7 @@ JOURNAL = "journal"
 SUBAGENT_RUNS = "subagent_runs"
 """In RunState.data of a resumed run: its subagents' recorded runs, by `task` call id."""
 _NOT_RUN = "Not run: the final answer was given in the same turn."
+_FILTERED = "Not run: the provider's content filter stopped the reply this call was in."
 _DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
 _ANSWER_RECEIVED = "Final answer received."
 _STATE_UNKNOWN = (
@@ -289,7 +291,7 @@ class _Run:
         finally:  # also when the run is cancelled
             for capability in self.plan.on_run_end:
                 await capability.on_run_end(state)
-        result = self._result("error" if error else self.stop_reason or "error")
+        result = self._result(_stop_of(error) if error else self.stop_reason or "error")
         if self.journal is not None:
             try:
                 await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))
@@ -347,6 +349,8 @@ class _Run:
         request = await self._prepare_request()
         response = await self._call_model(request)
         self._record(response, request)
+        if response.finish_reason == "content_filter":
+            self._filtered(response.message.tool_calls)
         calls = response.message.tool_calls
         if calls:
             await self._handle_calls(calls, cut_off=response.finish_reason == "length")
@@ -656,6 +660,24 @@ class _Run:
                 messages[index] = replace(message, parts=parts)
                 return
 
+    def _filtered(self, calls: list[ToolCall]) -> None:
+        """The provider's content filter stopped the reply: its text stays in the history,
+        its calls are answered without running, and the run ends with its own reason."""
+        state = self.state
+        results = []
+        for call in calls:
+            state.emit(ToolCallStarted(state.path, call))
+            result = ToolResult.of(call, _FILTERED, is_error=True)
+            results.append(result)
+            state.emit(ToolCallFinished(state.path, call, result))
+        if results:
+            state.messages.append(ToolResultMessage(tuple(results)))
+        self.stop_reason = "content_filter"
+        raise ContentFilterError(
+            "the provider's content filter stopped the model's reply; "
+            "the part it sent is kept in the run's messages"
+        )
+
     def _refuse_cut_off(self, calls: list[ToolCall], results: list[ToolResult | None]) -> None:
         """Calls whose arguments the output limit cut short are answered, never run."""
         state = self.state
@@ -872,6 +894,11 @@ def _overlap(one: tuple[str, bool] | None, other: tuple[str, bool]) -> bool:
     if one is None or not (one[1] or other[1]):
         return False
     return is_under(one[0], other[0]) or is_under(other[0], one[0])
+
+
+def _stop_of(error: TetherError) -> StopReason:
+    """How a run that `error` ended stopped."""
+    return "content_filter" if isinstance(error, ContentFilterError) else "error"
 
 
 def _loop_deadline(budget: Budget) -> float | None:

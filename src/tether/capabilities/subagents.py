@@ -56,6 +56,7 @@ _STOPPED_BECAUSE = {
     "loop": "it kept repeating the same tool call",
     "interrupted": "it was interrupted",
     "cancelled": "it was cancelled",
+    "content_filter": "the provider's content filter stopped its reply",
 }
 
 

@@ -35,6 +35,7 @@ EXIT_CODES = {
     "budget": 4,
     "timeout": 4,
     "loop": 4,
+    "content_filter": 1,
     "declined": 5,
     "cancelled": 130,
     "closed": 141,
