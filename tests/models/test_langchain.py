@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
@@ -9,7 +10,7 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import InjectedToolCallId, ToolException
@@ -452,3 +453,256 @@ def test_chat_openai_on_openais_url_is_blocked_in_tests() -> None:
     chat = ChatOpenAI(model="gpt-5.2", api_key="sk-test", max_retries=0)  # type: ignore[arg-type]
     with no_real_models(), pytest.raises(ProviderBlockedError, match=r"LangChainModel\(ChatOpenAI"):
         create_agent(LangChainModel(chat)).run("Hi")
+
+
+async def test_a_broken_call_and_a_cut_one_keep_their_order_and_neither_runs() -> None:
+    """LangChain reads a cut-off JSON leniently (as far as it got) and files a broken one
+    apart: each keeps its raw text and its place, and the cut one is answered as cut."""
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        ran.append(city)
+        return f"Sunny in {city}"
+
+    broken, cut = ("c1", "get_weather", '{"city": Oslo}'), ("c2", "get_weather", '{"city": "Ro')
+    chat = ScriptedChat(
+        replies=[call_reply(broken, cut, finish="max_tokens"), text_reply("Sorry.")]
+    )
+    result = await create_agent(LangChainModel(chat), tools=[get_weather]).arun("Weather?")
+    assert ran == []
+    calls = result.messages[1].tool_calls  # type: ignore[union-attr]
+    assert [(c.provider_id, c.args) for c in calls] == [("c1", broken[2]), ("c2", cut[2])]
+    assert all(r.is_error for r in result.messages[2].results)  # type: ignore[union-attr]
+    assert "cut off" in by_server_id(result.messages)["c2"].text
+
+
+async def test_a_reply_past_the_context_window_is_cut_off_too() -> None:
+    chat = ScriptedChat(
+        replies=[
+            call_reply(
+                ("c1", "get_weather", '{"city": "Oslo"}'), finish="model_context_window_exceeded"
+            ),
+            text_reply("Sorry."),
+        ]
+    )
+    result = await create_agent(LangChainModel(chat), tools=[get_weather]).arun("Weather?")
+    assert "cut off" in result.messages[2].results[0].text  # type: ignore[union-attr]
+
+
+async def test_reasoning_content_streams_as_thinking_deltas() -> None:
+    """Chat models that put reasoning in `additional_kwargs["reasoning_content"]` (as
+    ChatDeepSeek, ChatGroq and community ones do) stream it as thinking."""
+    chunks = [
+        AIMessageChunk(content="", additional_kwargs={"reasoning_content": "Six "}),
+        AIMessageChunk(content="", additional_kwargs={"reasoning_content": "times seven."}),
+        *text_reply("42"),
+    ]
+    agent = create_agent(LangChainModel(ScriptedChat(replies=[chunks])))
+    events = [e async for e in agent.stream("6*7?")]
+    deltas = [(e.part, e.delta) for e in events if isinstance(e, ModelDelta)]
+    assert deltas == [
+        ("thinking", "Six "),
+        ("thinking", "times seven."),
+        ("text", "4"),
+        ("text", "2"),
+    ]
+
+
+async def test_thinking_without_a_signature_or_id_is_not_sent_back() -> None:
+    chunk = AIMessageChunk(
+        content=[{"type": "reasoning", "reasoning": "Hmm."}, {"type": "text", "text": "Hi."}],
+        response_metadata={"stop_reason": "end_turn"},
+    )
+    chat = ScriptedChat(replies=[[chunk], text_reply("Bye.")])
+    agent = create_agent(LangChainModel(chat))
+    first = await agent.arun("Hello")
+    await agent.arun("Bye", message_history=first.messages)
+    assert chat.seen[1][2].content == "Hi."  # as plain text: nothing the model needs back
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+PNG64 = base64.b64encode(PNG).decode()
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image", "base64": PNG64, "mime_type": "image/png"},
+        {"type": "image", "source_type": "base64", "data": PNG64, "mime_type": "image/png"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG64}"}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG64}},
+        {"type": "image", "base64": PNG64},  # no media type: the bytes say it
+    ],
+    ids=["standard", "source_type", "image_url", "anthropic", "sniffed"],
+)
+async def test_an_image_a_langchain_tool_returns_reaches_the_model(block: dict[str, Any]) -> None:
+    @lc_tool
+    def snap() -> list[dict[str, Any]]:
+        """Take a picture."""
+        return [{"type": "text", "text": "Here:"}, block]
+
+    chat = ScriptedChat(replies=[call_reply(("c1", "snap", "{}")), text_reply("A picture.")])
+    result = await create_agent(LangChainModel(chat), tools=tools_from_langchain([snap])).arun("Go")
+    answer = result.messages[2].results[0]  # type: ignore[union-attr]
+    assert answer.content == (TextPart("Here:"), BinaryPart(PNG, "image/png"))
+    sent = chat.seen[1][-1].content
+    assert sent[1] == {"type": "image", "base64": PNG64, "mime_type": "image/png"}
+
+
+async def test_images_in_a_tool_message_or_beside_an_artifact_are_kept() -> None:
+    image = {"type": "image", "base64": PNG64, "mime_type": "image/png"}
+
+    @lc_tool(response_format="content_and_artifact")
+    def render(page: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Render a page."""
+        return [image], {"dpi": 300}
+
+    @lc_tool
+    def capture(tool_call_id: Annotated[str, InjectedToolCallId]) -> ToolMessage:
+        """Capture the screen."""
+        return ToolMessage(
+            content=[{"type": "text", "text": "Screen:"}, image], tool_call_id=tool_call_id
+        )
+
+    chat = ScriptedChat(
+        replies=[
+            call_reply(("c1", "render", '{"page": 1}'), ("c2", "capture", "{}")),
+            text_reply("ok"),
+        ]
+    )
+    converted = tools_from_langchain([render, capture])
+    result = await create_agent(LangChainModel(chat), tools=converted).arun("Go")
+    answers = by_server_id(result.messages)
+    assert answers["c1"].content == (BinaryPart(PNG, "image/png"),)  # the artifact stays out
+    assert answers["c2"].content == (TextPart("Screen:"), BinaryPart(PNG, "image/png"))
+
+
+@pytest.mark.parametrize(
+    ("block", "shown"),
+    [
+        (
+            {"type": "image", "url": "https://example.com/cat.png"},
+            "[image: https://example.com/cat.png]",
+        ),
+        ({"type": "image", "base64": "not base64!", "mime_type": "image/png"}, "not valid"),
+        ({"type": "file", "file_id": "file-abc"}, "[file: file-abc]"),
+        ({"type": "image", "base64": base64.b64encode(b"\x00\x01").decode()}, "no media type"),
+    ],
+    ids=["url", "bad-base64", "file-id", "unknown-bytes"],
+)
+async def test_media_a_tool_gives_without_its_bytes_is_said_as_text(
+    block: dict[str, Any], shown: str
+) -> None:
+    @lc_tool
+    def snap() -> list[dict[str, Any]]:
+        """Take a picture."""
+        return [block]
+
+    chat = ScriptedChat(replies=[call_reply(("c1", "snap", "{}")), text_reply("ok")])
+    result = await create_agent(LangChainModel(chat), tools=tools_from_langchain([snap])).arun("Go")
+    answer = result.messages[2].results[0]  # type: ignore[union-attr]
+    assert not answer.is_error
+    assert shown in answer.text
+
+
+NAMES = [
+    "hidden",
+    "inject",
+    "lc_tool",
+    "arguments",
+    "context",
+    "call",
+    "kwargs",
+    "a-b",
+    "__class__",
+    "",
+]
+
+
+async def test_a_tool_argument_may_have_any_name() -> None:
+    """No argument name collides with tether's own (before, `hidden` and `inject` raised
+    "multiple values")."""
+    from langchain_core.tools import StructuredTool
+
+    def echo(**given: Any) -> str:
+        return json.dumps(given, sort_keys=True)
+
+    schema = {
+        "type": "object",
+        "properties": {name: {"type": "string"} for name in NAMES},
+        "required": NAMES,
+    }
+    lc_echo = StructuredTool.from_function(
+        echo, name="echo", description="Echo.", args_schema=schema
+    )
+    (converted,) = tools_from_langchain([lc_echo])
+    args = {name: f"value of {name!r}" for name in NAMES}
+    chat = ScriptedChat(replies=[call_reply(("c1", "echo", json.dumps(args))), text_reply("ok")])
+    result = await create_agent(LangChainModel(chat), tools=[converted]).arun("Go")
+    answer = result.messages[2].results[0]  # type: ignore[union-attr]
+    assert not answer.is_error, answer.text
+    assert json.loads(answer.text) == args
+
+
+def test_the_one_argument_name_tether_keeps_is_refused_up_front() -> None:
+    from langchain_core.tools import StructuredTool
+
+    from tether.tools.tool import OPEN_CONTEXT
+
+    schema = {"type": "object", "properties": {OPEN_CONTEXT: {"type": "string"}}}
+    odd = StructuredTool.from_function(
+        lambda **kw: "", name="odd", description="Odd.", args_schema=schema
+    )
+    with pytest.raises(ConfigurationError, match="reserves"):
+        tools_from_langchain([odd])
+
+
+class Failing(BaseChatModel):
+    """A chat model whose request fails with `error`."""
+
+    error: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "failing"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        raise self.error
+
+
+class StatusError(Exception):
+    """What provider SDKs raise for an HTTP error: a status code and the error body."""
+
+    def __init__(self, status_code: int, body: Any = None) -> None:
+        super().__init__(f"Error code: {status_code}")
+        self.status_code = status_code
+        self.body = body
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (StatusError(529, {"type": "error", "error": {"type": "overloaded_error"}}), True),
+        (StatusError(503), True),
+        (StatusError(429), True),
+        (StatusError(400), False),
+        (StatusError(401), False),
+        (ConnectionRefusedError("refused"), True),
+        (ValueError("the model's own bug"), False),
+    ],
+    ids=["529", "503", "429", "400", "401", "refused", "other"],
+)
+async def test_a_chat_models_failure_says_whether_it_may_pass(
+    error: Exception, transient: bool
+) -> None:
+    model = LangChainModel(Failing(error=error), name="failing")
+    with pytest.raises(ModelError) as caught:
+        await create_agent(model).arun("Hi")
+    assert caught.value.transient is transient

@@ -9,9 +9,18 @@ agent = create_agent(LangChainModel(ChatAnthropic(model="claude-sonnet-5-5")),
 ```
 
 The chat model keeps its own client, retries and settings; tether drives it through
-`bind_tools` and `astream` (a model that does not stream gives its reply whole). Its
-thinking is shown and kept in the history, but is not sent back to it (LangChain has no
-provider-neutral way to return signed reasoning).
+`bind_tools` and `astream` (a model that does not stream gives its reply whole).
+
+- Its thinking streams as thinking deltas and is kept in the history; the chat model's
+  own goes back to it in LangChain's standard content blocks, so `ChatAnthropic` sends
+  each thinking block with its signature (and each redacted one) as Anthropic requires
+  with tool use. Thinking from another provider is never sent.
+- Tool-call arguments are read as the model sent them: a call whose JSON is cut off or
+  broken keeps its raw text, which the loop answers with an error and never runs (a cut
+  reported as the output limit, or a reply that ended mid-call, is "length").
+- An error the provider reports inside a streamed reply (Anthropic's
+  `overloaded_error`, say) becomes the HTTP error it stands for (529), so a
+  `FallbackModel` moves on from a fault that may pass, as it does for an HTTP status.
 
 Inside `tether.testing.no_real_models` (the pytest plugin's default), a chat model from
 a provider's package (`langchain_openai`, `langchain_anthropic`, ...) is blocked unless
@@ -20,53 +29,87 @@ its base URL is on this machine; chat models written for a test are let through.
 
 from __future__ import annotations
 
-import base64
-import functools
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
-
-import pydantic
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from tether.errors import (
     ConfigurationError,
     ModelError,
+    ModelHTTPError,
     ProviderBlockedError,
-    ToolError,
+    TetherError,
     UsageEstimatedWarning,
     describe,
 )
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
-    BinaryPart,
-    ContentPart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResultMessage,
     Usage,
 )
 from tether.models import _sdk
-from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models._langchain_messages import (
+    CallPieces,
+    cut_short,
+    deltas,
+    reply_calls,
+    reply_parts,
+    to_langchain,
+)
+from tether.models._langchain_tools import Injected, tools_from_langchain
+from tether.models.base import ModelRequest, ModelResponse, StreamItem
 from tether.models.estimate import InputEstimate, output_tokens
 from tether.models.profiles import ModelProfile
-from tether.state import ToolContext
-from tether.tools.tool import OPEN_CONTEXT, Tool
 
-__all__ = ["LangChainModel", "tools_from_langchain"]
+__all__ = ["Injected", "LangChainModel", "tools_from_langchain"]
 
+# Finish reasons as LangChain's chat models report them (OpenAI's, Anthropic's, Gemini's,
+# Bedrock's, Ollama's, Cohere's words), in tether's.
 _FINISH = {
     "stop": "stop",
     "end_turn": "stop",
+    "stop_sequence": "stop",
     "STOP": "stop",
+    "COMPLETE": "stop",
     "tool_calls": "tool_calls",
     "tool_use": "tool_calls",
+    "TOOL_CALL": "tool_calls",
     "length": "length",
     "max_tokens": "length",
     "MAX_TOKENS": "length",
+    "max_output_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
 }
+_FINISH_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
+
+# The HTTP status each error type a provider can report inside a streamed reply (with
+# the stream's own status, 200) stands for: Anthropic's `error` events, OpenAI's.
+_IN_STREAM_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+# The `model_provider` a provider's LangChain package puts on its replies, for a thread
+# resumed before this model has replied once.
+_PACKAGE_PROVIDER = {"langchain_anthropic": "anthropic", "langchain_openai": "openai"}
 
 
 class LangChainModel(_sdk.Adapter):
@@ -99,6 +142,8 @@ class LangChainModel(_sdk.Adapter):
             provider or reported.get("ls_provider"),
             profile,
         )
+        package = type(chat_model).__module__.split(".")[0]
+        self._wire_provider = _PACKAGE_PROVIDER.get(package) or self._provider
 
     def __repr__(self) -> str:
         return f"LangChainModel({type(self.chat_model).__name__}, name={self._name!r})"
@@ -115,7 +160,12 @@ class LangChainModel(_sdk.Adapter):
                 "chat model of your own, or one at a loopback base_url, is let through)"
             )
         runnable = self._bound(request)
-        messages = to_langchain(request.system_prompt, request.messages)
+        messages = to_langchain(
+            request.system_prompt,
+            request.messages,
+            provider=self._provider,
+            wire_provider=self._wire_provider,
+        )
         settings = request.settings
         kwargs: dict[str, Any] = dict(settings.extra)
         if settings.max_tokens is not None:
@@ -123,20 +173,18 @@ class LangChainModel(_sdk.Adapter):
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         full: Any = None
-        call_ids: dict[int, str] = {}
-        call_names: dict[int, str] = {}
-        positions: dict[int, int] = {}
+        calls = CallPieces()
+        streamed = False
         try:
             async for chunk in runnable.astream(messages, **kwargs):
                 full = chunk if full is None else full + chunk
-                for delta in _deltas(chunk, call_ids, call_names, positions):
+                for delta in deltas(chunk, calls):
+                    streamed = True
                     yield delta
+        except TetherError:
+            raise
         except Exception as exc:
-            if getattr(exc, "status_code", None) is None:
-                raise ModelError(f"{self._name} failed: {describe(exc)}") from exc
-            raise _sdk.model_error(
-                exc, provider=self._provider or "the provider", model=self._name, key_hint="its key"
-            ) from exc
+            raise self._error(exc, streamed=streamed) from exc
         if full is None:
             raise ModelError(f"{self._name} streamed nothing")
         yield self._response(full, request)
@@ -164,30 +212,42 @@ class LangChainModel(_sdk.Adapter):
                 f"{type(self.chat_model).__name__} does not support tools (no bind_tools)"
             ) from exc
 
+    def _error(self, exc: Exception, *, streamed: bool) -> ModelError:
+        """What the chat model raised, as a `ModelError` that says whether the fault may
+        pass (`transient`; never once part of the reply was streamed, which a retry or
+        another model would repeat)."""
+        provider = self._provider or "the provider"
+        status = getattr(exc, "status_code", None)
+        kind = _error_kind(exc)
+        error: ModelError
+        if isinstance(status, int) and status >= 400:
+            error = _sdk.model_error(exc, provider=provider, model=self._name, key_hint="its key")
+        elif kind is not None:  # an error event inside a 200 stream
+            status = _IN_STREAM_STATUS[kind]
+            error = ModelHTTPError(
+                f"{provider} reported {kind} in the middle of its reply for {self._name!r} "
+                f"(as HTTP {status}): {_message_of(exc)}",
+                status_code=status,
+                body=getattr(exc, "body", None),
+            )
+        elif _sdk._is_transport(exc):
+            error = ModelError(f"the connection to {provider} failed: {describe(exc)}")
+            error.transient = not streamed
+            return error
+        else:
+            return ModelError(f"{self._name} failed: {describe(exc)}")
+        error.transient = not streamed and (status in (408, 409, 429) or status >= 500)
+        return error
+
     def _response(self, full: Any, request: ModelRequest) -> ModelResponse:
-        parts: list[AssistantPart] = []
-        for block in full.content_blocks:
-            kind = block.get("type")
-            if kind == "reasoning" and block.get("reasoning"):
-                parts.append(ThinkingPart(block["reasoning"], provider=self._provider))
-            elif kind == "text" and block.get("text"):
-                parts.append(TextPart(block["text"]))
-        for call in full.tool_calls:
-            parts.append(ToolCall(call["name"], dict(call["args"]), call["id"] or _new_id()))
-        for call in full.invalid_tool_calls:
-            parts.append(ToolCall(call["name"] or "", call["args"] or "", call["id"] or _new_id()))
         metadata = full.response_metadata or {}
-        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
-        finish = _FINISH.get(reason, reason) if isinstance(reason, str) else None
-        if (
-            finish == "length"
-            and parts
-            and isinstance(parts[-1], ToolCall)
-            and getattr(full, "tool_call_chunks", None)
-        ):
-            # Cut off mid-call: LangChain's partial parse would make it look complete.
-            last = parts[-1]
-            parts[-1] = ToolCall(last.name, full.tool_call_chunks[-1].get("args") or "", last.id)
+        self._wire_provider = metadata.get("model_provider") or self._wire_provider
+        finish = _finish(metadata)
+        parts = reply_parts(full, self._provider)
+        calls = reply_calls(full, cut=finish == "length")
+        if finish is None and calls and cut_short(calls[-1].args):
+            finish = "length"  # the reply ended in the middle of a call's arguments
+        parts += calls
         model_name = metadata.get("model_name") or metadata.get("model") or self._name
         usage = (
             _usage(full.usage_metadata) if full.usage_metadata else self._estimated(request, parts)
@@ -214,186 +274,33 @@ class LangChainModel(_sdk.Adapter):
         )
 
 
-Injected: TypeAlias = Mapping[str, Any] | Callable[[ToolContext], Mapping[str, Any]]
-"""Values for the arguments LangChain tools hide from the model (`InjectedToolArg`): fixed,
-or worked out for each call from its `ToolContext` (the run's `deps`, say)."""
+def _finish(metadata: Mapping[str, Any]) -> str | None:
+    """The reply's finish reason in tether's words (see `ModelResponse`)."""
+    reason = next((metadata[k] for k in _FINISH_KEYS if metadata.get(k)), None)
+    if reason is None and metadata.get("status") == "incomplete":  # OpenAI's Responses API
+        reason = (metadata.get("incomplete_details") or {}).get("reason")
+    return _FINISH.get(reason, reason) if isinstance(reason, str) else None
 
 
-def tools_from_langchain(tools: Iterable[Any], *, inject: Injected | None = None) -> list[Tool]:
-    """LangChain `BaseTool`s (e.g. from `@langchain_core.tools.tool`) as tether tools.
-
-    The model sees the same schema LangChain would send; LangChain validates the
-    arguments and runs the tool as it runs a model's tool call (the call's id reaches an
-    `InjectedToolCallId` argument, `handle_tool_error` applies, and a
-    `content_and_artifact` tool's content goes to the model, its artifact stays with
-    LangChain), and its errors go back to the model as tool errors.
-
-    Arguments annotated `InjectedToolArg` take their values from `inject`, a mapping or
-    a function of the call's `ToolContext`; the model never sets them, even if it sends
-    them. A required one that `inject` (as a mapping) lacks is a ConfigurationError.
-    """
-    lc_tools = _sdk.require("langchain_core.tools", "langchain")()
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    converted = []
-    for lc_tool in tools:
-        if not isinstance(lc_tool, lc_tools.BaseTool):
-            raise ConfigurationError(
-                f"tools_from_langchain takes LangChain BaseTool objects, "
-                f"got {type(lc_tool).__name__}"
-            )
-        hidden, required = _injected(lc_tool, lc_tools)
-        if isinstance(inject, Mapping) and required - inject.keys():
-            missing = ", ".join(sorted(required - inject.keys()))
-            raise ConfigurationError(
-                f"the LangChain tool {lc_tool.name!r} needs {missing} from the application "
-                "(InjectedToolArg): give it in tools_from_langchain(inject={...})"
-            )
-        schema = convert_to_openai_tool(lc_tool)["function"]
-        converted.append(
-            Tool(
-                name=lc_tool.name,
-                description=schema.get("description") or lc_tool.name,
-                args_model=_AnyArgs,
-                function=functools.partial(_run_langchain_tool, lc_tool, hidden, inject),
-                context_param=OPEN_CONTEXT,
-                parameters=schema.get("parameters") or {"type": "object", "properties": {}},
-            )
-        )
-    return converted
+def _error_kind(exc: BaseException) -> str | None:
+    """The error type the provider named, when it is one of `_IN_STREAM_STATUS`'s: in its
+    error body (Anthropic's `{"error": {"type": ...}}`) or on the SDK's exception
+    (OpenAI's `type` or `code`)."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    named = [getattr(exc, "type", None), getattr(exc, "code", None)]
+    if isinstance(inner, dict):
+        named = [inner.get("type"), inner.get("code"), *named]
+    return next((n for n in named if isinstance(n, str) and n in _IN_STREAM_STATUS), None)
 
 
-def _injected(lc_tool: Any, lc_tools: Any) -> tuple[frozenset[str], frozenset[str]]:
-    """The tool's `InjectedToolArg` arguments (the call id's aside: LangChain fills that
-    in), and those of them without a default."""
-    full = lc_tool.get_input_schema()
-    fields = getattr(full, "model_fields", None)
-    if not fields:
-        return frozenset(), frozenset()
-
-    def marked(name: str, kind: type) -> bool:
-        return any(
-            isinstance(m, kind) or (isinstance(m, type) and issubclass(m, kind))
-            for m in fields[name].metadata
-        )
-
-    hidden = frozenset(
-        name
-        for name in fields
-        if marked(name, lc_tools.InjectedToolArg) and not marked(name, lc_tools.InjectedToolCallId)
-    )
-    return hidden, frozenset(n for n in hidden if fields[n].is_required())
-
-
-async def _run_langchain_tool(
-    lc_tool: Any, hidden: frozenset[str], inject: Injected | None, **arguments: Any
-) -> Any:
-    """Run `lc_tool` as LangChain runs a model's tool call: with the call's id (for
-    `InjectedToolCallId`), the application's values for its `InjectedToolArg` arguments
-    (never the model's), its own error handling (`handle_tool_error`), and its content
-    apart from its artifact (`response_format="content_and_artifact"`)."""
-    context: ToolContext = arguments.pop(OPEN_CONTEXT)
-    if hidden:
-        given = inject(context) if callable(inject) else inject or {}
-        arguments = {k: v for k, v in arguments.items() if k not in hidden}
-        arguments.update({k: v for k, v in given.items() if k in hidden})
-    call = {"type": "tool_call", "name": lc_tool.name, "args": arguments, "id": context.call.id}
-    message = await lc_tool.ainvoke(call)
-    content = getattr(message, "content", message)
-    if not isinstance(content, str):
-        content = _text_of(content)
-    if getattr(message, "status", "success") == "error":
-        raise ToolError(content or "failed")
-    return content
-
-
-def _text_of(content: Any) -> str:
-    """A tool message's content blocks (or any value) as text."""
-    if isinstance(content, list):
-        return "\n".join(
-            str(block.get("text", "")) if isinstance(block, dict) else str(block)
-            for block in content
-        )
-    return str(content)
-
-
-class _AnyArgs(pydantic.BaseModel):
-    """LangChain validates its own tools' arguments; tether passes them through."""
-
-    model_config = pydantic.ConfigDict(extra="allow")
-
-
-def to_langchain(system_prompt: str, messages: Sequence[Message]) -> list[Any]:
-    """tether messages as LangChain messages, the system prompt first."""
-    from langchain_core import messages as lc
-
-    out: list[Any] = [lc.SystemMessage(system_prompt)] if system_prompt else []
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            calls = [
-                {
-                    "name": c.name,
-                    "args": c.args if isinstance(c.args, dict) else {},
-                    "id": c.id,
-                    "type": "tool_call",
-                }
-                for c in message.tool_calls
-            ]
-            out.append(lc.AIMessage(content=message.text, tool_calls=calls))
-        elif isinstance(message, ToolResultMessage):
-            out += [
-                lc.ToolMessage(
-                    content=_content(r.content),
-                    tool_call_id=r.call_id,
-                    name=r.name,
-                    status="error" if r.is_error else "success",
-                )
-                for r in message.results
-            ]
-        else:
-            out.append(lc.HumanMessage(content=_content(message.content)))
-    return out
-
-
-def _content(parts: Sequence[ContentPart]) -> Any:
-    if all(isinstance(p, TextPart) for p in parts):
-        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
-    return [_block(p) for p in parts]
-
-
-def _block(part: ContentPart) -> dict[str, Any]:
-    """A LangChain standard content block."""
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
-    kind = "file" if isinstance(part, BinaryPart) and part.category == "document" else part.category
-    return {
-        "type": kind,
-        "base64": base64.b64encode(part.data).decode(),
-        "mime_type": part.media_type,
-    }
-
-
-def _deltas(
-    chunk: Any, call_ids: dict[int, str], call_names: dict[int, str], positions: dict[int, int]
-) -> list[StreamDelta]:
-    """A chunk's deltas; the dicts, by LangChain's chunk index, carry what earlier chunks
-    said of each call (its id, its tool, its place among the reply's calls)."""
-    deltas = []
-    text = chunk.text
-    if text:
-        deltas.append(StreamDelta("text", text))
-    # A model that does not stream hands back one whole AIMessage, with no chunks.
-    for piece in getattr(chunk, "tool_call_chunks", None) or ():
-        index = piece.get("index") or 0
-        position = positions.setdefault(index, len(positions))
-        if piece.get("id"):
-            call_ids[index] = piece["id"]
-        if piece.get("name"):
-            call_names[index] = piece["name"]
-        if piece.get("args"):
-            call_id, tool = call_ids.get(index), call_names.get(index)
-            deltas.append(StreamDelta("tool_call", piece["args"], call_id, tool, position))
-    return deltas
+def _message_of(exc: BaseException) -> str:
+    """The provider's own words for an error, else the exception's."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return str(inner["message"])
+    return describe(exc)
 
 
 def _usage(metadata: Any) -> Usage:
@@ -407,7 +314,16 @@ def _usage(metadata: Any) -> Usage:
     )
 
 
-_URL_FIELDS = ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint")
+_URL_FIELDS = (
+    "openai_api_base",
+    "base_url",
+    "anthropic_api_url",
+    "api_base",
+    "endpoint",
+    "endpoint_url",
+    "service_url",
+    "url",
+)
 
 
 def _reaches_a_provider(chat_model: Any) -> bool:
@@ -432,9 +348,3 @@ def _ls_params(chat_model: Any) -> dict[str, Any]:
         return dict(chat_model._get_ls_params())
     except Exception:  # a model that cannot describe itself just has no defaults
         return {}
-
-
-def _new_id() -> str:
-    from tether.messages import new_call_id
-
-    return new_call_id()
