@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -223,3 +224,134 @@ def test_a_provider_request_names_the_server_and_the_response_id() -> None:
     assert attributes[server_attributes.SERVER_ADDRESS] == "127.0.0.1"
     assert attributes[server_attributes.SERVER_PORT] == server.port
     assert attributes[gen_ai.GEN_AI_RESPONSE_ID] == "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"
+
+
+# -- the conventions' provider names, and the GenAI client metrics ----------------------
+
+
+def test_provider_names_are_the_conventions_on_spans_and_tethers_own_elsewhere() -> None:
+    from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+        GenAiProviderNameValues as Known,
+    )
+
+    from tether.models.bedrock import BedrockModel
+    from tether.models.google import GoogleModel
+    from tether.models.openai import azure_model
+
+    gemini = GoogleModel("gemini-2.5-flash", api_key="k")
+    vertex = GoogleModel("gemini-2.5-flash", vertex=True, project="p", location="us-central1")
+    bedrock = BedrockModel("amazon.nova-pro-v1:0", region="us-east-1")
+    azure = azure_model("gpt-5.2", endpoint="https://x.openai.azure.com", api_key="k")
+    named = {m: tracing.provider_name(m) for m in (gemini, vertex, bedrock, azure)}
+    assert named == {
+        gemini: Known.GCP_GEMINI.value,
+        vertex: Known.GCP_VERTEX_AI.value,
+        bedrock: Known.AWS_BEDROCK.value,
+        azure: Known.AZURE_AI_OPENAI.value,
+    }
+    assert [m.provider for m in named] == ["google", "google", "bedrock", "azure"]  # as before
+    assert tracing.provider_name(ScriptedModel(["x"])) == "test"  # not the conventions': kept
+
+
+def test_a_gemini_run_is_traced_as_gcp_gemini_and_still_priced_as_google() -> None:
+    from tether.models.google import GoogleModel
+
+    from .models.faults import Reply, serving
+    from .models.test_google import gemini_stream
+
+    provider, exporter = own_provider()
+    with serving([Reply(body=gemini_stream("Hi."))]) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        result = create_agent(model, tracing=Tracing(provider=provider)).run("Hello")
+    assert result.cost_usd  # priced by tether's provider id, "google"
+    done = {s.name: s for s in exporter.get_finished_spans()}
+    for name in ("invoke_agent main", "chat gemini-2.5-flash"):
+        assert done[name].attributes[gen_ai.GEN_AI_PROVIDER_NAME] == "gcp.gemini", name  # type: ignore[index]
+
+
+def own_meter() -> tuple[Any, Any]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    return MeterProvider(metric_readers=[reader]), reader
+
+
+def points(reader: Any) -> dict[str, list[Any]]:
+    """The data points of each metric the reader holds, by name."""
+    found: dict[str, list[Any]] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                assert metric.unit == {"gen_ai.client.token.usage": "{token}"}.get(metric.name, "s")
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
+    return found
+
+
+def test_each_model_call_records_the_gen_ai_client_metrics() -> None:
+    from tether import ModelError
+
+    meters, reader = own_meter()
+    model = ScriptedModel([[ToolCall("ls", {"path": "/"})], "done", ModelError("down")])
+    agent = create_agent(model, tracing=Tracing(meter_provider=meters), checkpointer=None)
+    first = agent.run("Look.")
+    with pytest.raises(ModelError):
+        agent.run("Again.")
+    found = points(reader)
+    assert set(found) == {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"}
+
+    durations = {
+        point.attributes.get("error.type"): point
+        for point in found["gen_ai.client.operation.duration"]
+    }
+    assert durations[None].count == 2  # the first run's two calls
+    assert durations["ModelError"].count == 1  # the failed call
+    assert list(durations[None].explicit_bounds) == list(tracing._DURATION_BUCKETS)
+    ok = dict(durations[None].attributes)
+    assert ok == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "test",
+        "gen_ai.request.model": "scripted",
+        "gen_ai.response.model": "scripted",
+    }
+    assert "gen_ai.response.model" not in durations["ModelError"].attributes
+
+    tokens = {p.attributes["gen_ai.token.type"]: p for p in found["gen_ai.client.token.usage"]}
+    assert set(tokens) == {"input", "output"}  # none for the failed call: no usage known
+    assert tokens["input"].count == 2
+    assert tokens["input"].sum == first.usage.input_tokens
+    assert tokens["output"].sum == first.usage.output_tokens
+    assert list(tokens["input"].explicit_bounds) == [4**n for n in range(14)]
+    assert "error.type" not in tokens["input"].attributes
+
+
+def test_a_global_meter_provider_is_used_and_none_costs_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry import metrics
+
+    from tether.models.base import ModelRequest
+
+    model = ScriptedModel(["hi"])
+    request = ModelRequest("", ())
+    assert tracing.model_call(model, request, None, Tracing()) is None  # nothing set up
+    meters, reader = own_meter()
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: meters)
+    create_agent(ScriptedModel(["hi"]), checkpointer=None).run("go")
+    assert len(points(reader)["gen_ai.client.token.usage"]) == 2
+    # model_spans=False leaves the model calls to a provider's instrumentation entirely
+    meters, reader = own_meter()
+    left = Tracing(meter_provider=meters, model_spans=False)
+    create_agent(ScriptedModel(["hi"]), tracing=left, checkpointer=None).run("go")
+    assert points(reader) == {}
+
+
+def test_metrics_and_spans_of_one_call_agree(spans: InMemorySpanExporter) -> None:
+    meters, reader = own_meter()
+    agent = create_agent(ScriptedModel(["hi"]), tracing=Tracing(meter_provider=meters))
+    result = agent.run("go")
+    (chat,) = [s for s in spans.get_finished_spans() if s.name == "chat scripted"]
+    assert chat.attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] == result.usage.output_tokens  # type: ignore[index]
+    (duration,) = points(reader)["gen_ai.client.operation.duration"]
+    assert duration.sum <= (chat.end_time - chat.start_time) / 1e9  # type: ignore[operator]

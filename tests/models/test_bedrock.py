@@ -309,3 +309,107 @@ async def test_no_real_models_blocks_aws_but_not_a_loopback_server() -> None:
             await create_agent(BedrockModel(CLAUDE, region="us-east-1")).arun("Hi")
         with serving([Reply(body=converse_stream("ok"), headers=STREAM)], chunked=True) as server:
             assert (await create_agent(model(server.url)).arun("Hi")).output == "ok"
+
+
+# -- content filters: guardrails and the model's own ----------------------------------
+
+GUARDRAIL_TRACE = {
+    "guardrail": {
+        "outputAssessments": {
+            "gr-1": [
+                {
+                    "contentPolicy": {
+                        "filters": [
+                            {
+                                "type": "VIOLENCE",
+                                "confidence": "HIGH",
+                                "action": "BLOCKED",
+                                "detected": True,
+                            }
+                        ]
+                    }
+                }
+            ]
+        },
+        "actionReason": "Guardrail blocked.",
+    }
+}
+
+
+def filtered_stream(stop: str) -> bytes:
+    """Text streamed, then the filter's stop; the metadata holds the guardrail's trace
+    (as ConverseStream sends it with `guardrailConfig` tracing on)."""
+    frames = [frame("messageStart", {"role": "assistant"})]
+    for piece in ("First, sharpen", " the"):
+        delta = {"contentBlockIndex": 0, "delta": {"text": piece}}
+        frames.append(frame("contentBlockDelta", delta))
+    frames.append(frame("contentBlockStop", {"contentBlockIndex": 0}))
+    frames.append(frame("messageStop", {"stopReason": stop}))
+    usage = {"inputTokens": 30, "outputTokens": 4, "totalTokens": 34}
+    metadata = {"usage": usage, "metrics": {"latencyMs": 90}, "trace": GUARDRAIL_TRACE}
+    frames.append(frame("metadata", metadata))
+    return b"".join(frames)
+
+
+async def test_a_guardrail_or_filter_stop_reaches_the_loop_as_content_filter() -> None:
+    from tether.models import StreamDelta
+
+    stops = ["guardrail_intervened", "content_filtered"]
+    replies = [Reply(body=filtered_stream(stop), headers=STREAM) for stop in stops]
+    with serving(replies, chunked=True) as server:
+        bedrock = model(server.url, max_retries=0)
+        for stop in stops:
+            *deltas, response = [item async for item in bedrock.stream(_request_of(bedrock))]
+            assert [d.delta for d in deltas if isinstance(d, StreamDelta)] == [
+                "First, sharpen",
+                " the",
+            ]
+            assert response.finish_reason == "content_filter", stop
+            assert response.message.text == "First, sharpen the"  # the cut text stays
+            assert response.usage.input_tokens == 30
+            assert response.response_id == "req-b1"
+
+
+async def test_a_guardrail_ends_the_run_with_content_filter_and_keeps_the_text() -> None:
+    from tether import ContentFilterError
+
+    reply = Reply(body=filtered_stream("guardrail_intervened"), headers=STREAM)
+    with serving([reply], chunked=True) as server, pytest.raises(ContentFilterError) as caught:
+        await create_agent(model(server.url)).arun("How?")
+    result = caught.value.result
+    assert result is not None
+    assert result.stop_reason == "content_filter"
+    assert result.output is None
+    assert result.messages[-1].text == "First, sharpen the"
+    assert len(server.requests) == 1
+
+
+def test_documents_have_names_unique_in_the_whole_request() -> None:
+    """Bedrock refuses a request whose messages hold two documents of one name ("Messages
+    can't contain duplicate document names"), and every turn resends the history."""
+    from tether.messages import AssistantMessage, ToolCall, ToolResult, ToolResultMessage
+    from tether.models.base import ModelRequest
+
+    pdf = BinaryPart(b"%PDF-1.7", "application/pdf")
+    call = ToolCall("read_file", {"file_path": "/b.pdf"}, "c1")
+    history = (
+        UserMessage((TextPart("Compare a.pdf"), pdf)),
+        AssistantMessage((call,)),
+        ToolResultMessage((ToolResult("c1", "read_file", (TextPart("b.pdf:"), pdf)),)),
+        UserMessage((TextPart("and c.pdf"), pdf, pdf)),
+    )
+    bedrock = BedrockModel(CLAUDE, region="us-east-1")
+    sent = bedrock.params(ModelRequest("", history))["messages"]
+    names = [document["name"] for document in _documents(sent)]
+    assert len(names) == 4  # two in user turns, one in a tool's result, one more
+    assert len(set(names)) == 4, names
+
+
+def _documents(value: Any) -> list[dict[str, Any]]:
+    """Every document block anywhere in `value`."""
+    if isinstance(value, dict):
+        found = [value["document"]] if "document" in value else []
+        return found + [d for v in value.values() for d in _documents(v)]
+    if isinstance(value, list):
+        return [d for v in value for d in _documents(v)]
+    return []

@@ -121,3 +121,149 @@ def test_a_missing_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="GEMINI_API_KEY"):
         GoogleModel("gemini-2.5-flash")
+
+
+# -- content filters, and other shapes the Gemini API really sends ---------------------
+
+RATINGS = [
+    {"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"},
+    {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True},
+]
+
+
+def filtered_stream(reason: str) -> bytes:
+    """Text streamed, then the filter's stop: a candidate with no content, only the
+    finish reason and the ratings (as streamGenerateContent sends it)."""
+    head = chunk([{"text": "Step one: take the"}])
+    stop: dict[str, Any] = {
+        "candidates": [{"finishReason": reason, "index": 0, "safetyRatings": RATINGS}],
+        "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 5},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "resp-cut",
+    }
+    return sse([head, (None, stop)])
+
+
+FILTER_REASONS = [
+    "SAFETY",
+    "PROHIBITED_CONTENT",
+    "BLOCKLIST",
+    "SPII",
+    "RECITATION",
+    "IMAGE_SAFETY",
+    "MODEL_ARMOR",
+]
+
+
+async def test_every_filter_stop_reaches_the_loop_as_content_filter_with_its_text() -> None:
+    from tether.models import ModelRequest, StreamDelta
+
+    replies = [Reply(body=filtered_stream(reason)) for reason in FILTER_REASONS]
+    with serving(replies) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        request = ModelRequest("", (UserMessage.of("How?"),))
+        for reason in FILTER_REASONS:
+            items = [item async for item in model.stream(request)]
+            *deltas, response = items
+            assert [d.delta for d in deltas if isinstance(d, StreamDelta)] == [
+                "Step one: take the"
+            ], reason
+            assert response.finish_reason == "content_filter", reason
+            assert response.message.text == "Step one: take the"  # the cut text stays
+            assert response.usage.input_tokens == 12
+            assert response.response_id == "resp-cut"
+
+
+def test_a_filtered_answer_ends_the_run_with_content_filter_and_keeps_the_text() -> None:
+    from tether import ContentFilterError
+
+    with serving([Reply(body=filtered_stream("SAFETY"))]) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=2)
+        with pytest.raises(ContentFilterError) as caught:
+            create_agent(model).run("How?")
+    result = caught.value.result
+    assert result is not None
+    assert result.stop_reason == "content_filter"
+    assert result.output is None
+    assert result.messages[-1].text == "Step one: take the"
+    assert len(server.requests) == 1  # the same filter would stop a second try
+
+
+PROMPT_BLOCKED = {
+    "promptFeedback": {
+        "blockReason": "PROHIBITED_CONTENT",
+        "safetyRatings": RATINGS,
+    },
+    "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},
+    "modelVersion": "gemini-2.5-flash",
+    "responseId": "resp-blocked",
+}
+
+
+def test_a_blocked_prompt_is_a_content_filter_stop_naming_the_reason() -> None:
+    from tether import ContentFilterError
+
+    with serving([Reply(body=sse([(None, PROMPT_BLOCKED)]))]) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=2)
+        with pytest.raises(ContentFilterError) as caught:
+            create_agent(model).run("Something it refuses.")
+    error = caught.value
+    assert "blocked the prompt" in str(error)
+    assert "PROHIBITED_CONTENT" in str(error)
+    assert "HARM_CATEGORY_DANGEROUS_CONTENT" in str(error)  # the rating that blocked it
+    assert "ended before" not in str(error)
+    assert not error.transient
+    assert error.request_id == "resp-blocked"
+    assert error.result is not None
+    assert error.result.stop_reason == "content_filter"
+    assert len(server.requests) == 1  # not retried
+
+
+def test_a_signature_on_the_last_empty_part_is_sent_back() -> None:
+    """Gemini 2.5 streams a reply's signature on a last part with empty text."""
+    from google.genai import types
+
+    from tether.models.google import _contents, _Reader
+
+    reader = _Reader()
+    for body in (
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "All done."}]}}]},
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{"text": "", "thoughtSignature": "c2ln"}],
+                    },
+                    "finishReason": "STOP",
+                    "safetyRatings": RATINGS[:1],
+                }
+            ]
+        },
+    ):
+        reader.read(types.GenerateContentResponse.model_validate(body))
+    message = reader.response("gemini-2.5-flash").message
+    assert message.text == "All done."
+    (turn,) = _contents([message])
+    assert turn["parts"] == [{"text": "All done."}, {"text": "", "thought_signature": b"sig"}]
+
+
+def test_a_reply_without_usage_metadata_is_estimated_not_free() -> None:
+    from tether.errors import UsageEstimatedWarning
+
+    body = sse(
+        [
+            (None, {"candidates": [{"content": {"parts": [{"text": "Fine"}]}}]}),
+            (
+                None,
+                {"candidates": [{"content": {"parts": [{"text": "."}]}, "finishReason": "STOP"}]},
+            ),
+        ]
+    )
+    with serving([Reply(body=body)]) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        with pytest.warns(UsageEstimatedWarning):
+            result = create_agent(model).run("How are you?")
+    assert result.output == "Fine."
+    assert result.usage.input_tokens > 0
+    assert result.usage.output_tokens > 0

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import re
 import threading
 import urllib.parse
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -458,8 +459,10 @@ def _arguments(streamed: str) -> dict[str, Any] | str:
 
 
 def _messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any]]:
-    """Converse messages: tool results go in user turns; turns of one role are merged."""
+    """Converse messages: tool results go in user turns; turns of one role are merged.
+    Documents are numbered across the whole request: Bedrock refuses two of one name."""
     out: list[dict[str, Any]] = []
+    documents = itertools.count(1)
     for message in messages:
         if isinstance(message, AssistantMessage):
             role, blocks = "assistant", _assistant_blocks(message)
@@ -469,14 +472,14 @@ def _messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any
                 {
                     "toolResult": {
                         "toolUseId": r.call_id,
-                        "content": _content(r.content) or [{"text": "(empty)"}],
+                        "content": _content(r.content, documents) or [{"text": "(empty)"}],
                         "status": "error" if r.is_error else "success",
                     }
                 }
                 for r in message.results
             ]
         else:
-            role, blocks = "user", _content(message.content)
+            role, blocks = "user", _content(message.content, documents)
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -511,22 +514,23 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _content(parts: Iterable[ContentPart]) -> list[dict[str, Any]]:
+def _content(parts: Iterable[ContentPart], documents: Iterator[int]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for number, part in enumerate(parts, 1):
+    for part in parts:
         if isinstance(part, TextPart):
             if part.text:
                 blocks.append({"text": part.text})
         else:
-            blocks.append(_binary(part, number))
+            blocks.append(_binary(part, documents))
     return blocks
 
 
-def _binary(part: BinaryPart, number: int) -> dict[str, Any]:
+def _binary(part: BinaryPart, documents: Iterator[int]) -> dict[str, Any]:
     if part.media_type in _IMAGES:
         return {"image": {"format": _IMAGES[part.media_type], "source": {"bytes": part.data}}}
     kind = _DOCUMENTS.get(part.media_type)
     if kind is not None:  # a document needs a name of letters, digits and spaces
-        document = {"format": kind, "name": f"document {number}", "source": {"bytes": part.data}}
+        name = f"document {next(documents)}"
+        document = {"format": kind, "name": name, "source": {"bytes": part.data}}
         return {"document": document}
     return {"text": _sdk.omitted(part, "this Bedrock model")}

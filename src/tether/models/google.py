@@ -8,6 +8,11 @@ The request streams (`streamGenerateContent`); tool calls, structured answers (t
 (sent back with the calls they came with, as Gemini asks), and usage with cached and
 thinking tokens are read from it. tether retries as it does for every provider; the
 SDK's own retries are off.
+
+A reply a filter stopped (finish reason SAFETY, RECITATION, PROHIBITED_CONTENT, ...)
+ends with finish reason "content_filter", keeping the text that came before; a prompt
+Gemini refuses outright (`promptFeedback.blockReason`, no reply at all) is a
+`ContentFilterError` naming the reason.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.errors import ModelError
+from tether.errors import ContentFilterError, ModelError
 from tether.messages import (
     AssistantMessage,
     AssistantPart,
@@ -41,7 +46,31 @@ __all__ = ["GoogleModel"]
 PROVIDER = "google"
 _GEMINI_URL = "https://generativelanguage.googleapis.com"
 _GEMINI_VERSION = "v1beta"  # where the Gemini API has tools, thinking and caching
-_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter"}
+# Gemini's finish reasons (`google.genai.types.FinishReason`) in tether's words. Every
+# reason for which a filter stopped the reply (safety, recitation, blocklists, personal
+# data, prohibited content, Model Armor, the account's use policy) is "content_filter";
+# CONTINUATION (the per-request limit, when the SDK does not go on by itself) is a cut.
+# Others pass as their own word, lowercased.
+_FILTERED = (
+    "SAFETY",
+    "RECITATION",
+    "LANGUAGE",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "ESCALATION",
+    "PUP_LIMITED_DISABLED",
+    "MODEL_ARMOR",
+)
+_FINISH = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "CONTINUATION": "length",
+    **dict.fromkeys(_FILTERED, "content_filter"),
+}
 
 
 class _APIStatus(Exception):
@@ -91,11 +120,18 @@ class GoogleModel(_sdk.HTTPAdapter):
     def _client(self, *, base_url: str | None, timeout: float, **options: Any) -> Any:
         genai = self._sdk()
         options.pop("max_retries", None)  # tether retries; the SDK tries once
+        vertex = bool(options.get("vertexai"))
         http = genai.types.HttpOptions(
             base_url=base_url,
-            api_version=None if options.get("vertexai") else _GEMINI_VERSION,
+            api_version=None if vertex else _GEMINI_VERSION,
             timeout=int(timeout * 1000),
             retry_options=genai.types.HttpRetryOptions(attempts=1),
+            # An httpx transport of its own keeps the SDK on httpx (whose errors tether's
+            # retries tell apart) where aiohttp is installed too, which it would prefer:
+            # aiohttp reads a connection reset as the end of the stream, and its
+            # disconnects are no transport errors tether knows. Vertex AI keeps the
+            # SDK's choice (its credentials and mutual TLS go through it).
+            async_client_args=None if vertex else {"transport": _transport()},
         )
         return genai.Client(http_options=http, **options).aio
 
@@ -109,6 +145,11 @@ class GoogleModel(_sdk.HTTPAdapter):
     def server_url(self) -> str:
         """The URL requests go to."""
         return self._where()
+
+    @property
+    def vertex(self) -> bool:
+        """Whether requests go to Vertex AI (else to the Gemini API)."""
+        return self._vertex
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         errors = self._sdk().errors
@@ -158,6 +199,14 @@ class GoogleModel(_sdk.HTTPAdapter):
         return {k: v for k, v in config.items() if v is not None}
 
 
+def _transport() -> Any:
+    """The async HTTP transport of the SDK's own HTTP library (httpx2, a dependency of
+    google-genai), as it would make one."""
+    import httpx2
+
+    return httpx2.AsyncHTTPTransport()
+
+
 @dataclass
 class _Reader:
     """Turns the streamed chunks into deltas, and what they built into a response."""
@@ -167,16 +216,21 @@ class _Reader:
     model: str | None = None
     response_id: str | None = None
     finish: str | None = None
+    blocked: str | None = None
+    """Why Gemini refused the prompt itself (`promptFeedback.blockReason`), said in words."""
 
     def read(self, chunk: Any) -> list[StreamDelta]:
         self.model = getattr(chunk, "model_version", None) or self.model
         self.response_id = getattr(chunk, "response_id", None) or self.response_id
         self.usage = getattr(chunk, "usage_metadata", None) or self.usage
+        feedback = getattr(chunk, "prompt_feedback", None)
+        if getattr(feedback, "block_reason", None) is not None:
+            self.blocked = _block(feedback)
         deltas: list[StreamDelta] = []
         for candidate in (getattr(chunk, "candidates", None) or [])[:1]:
             reason = getattr(candidate, "finish_reason", None)
             if reason is not None:
-                self.finish = str(getattr(reason, "value", reason))
+                self.finish = _word(reason)
             content = getattr(candidate, "content", None)
             for part in getattr(content, "parts", None) or []:
                 deltas += self._part(part)
@@ -206,6 +260,13 @@ class _Reader:
         return [StreamDelta("text", text)]
 
     def response(self, name: str) -> ModelResponse:
+        if self.finish is None and self.blocked is not None:  # no candidate at all
+            raise ContentFilterError(
+                f"Gemini's content filter blocked the prompt before the model answered "
+                f"({self.blocked}); the same messages meet the same filter: change what "
+                "is sent",
+                request_id=self.response_id,
+            )
         if self.finish is None:
             raise ModelError(f"the {PROVIDER} stream ended before the reply was complete")
         calls = any(isinstance(p, ToolCall) for p in self.parts)
@@ -228,6 +289,29 @@ class _Reader:
             ),
         )
         return ModelResponse(message, finish, self.response_id)
+
+
+def _block(feedback: Any) -> str:
+    """`promptFeedback` in words: the block reason, Google's message, the ratings that
+    blocked (or rated high)."""
+    said = f"blockReason {_word(getattr(feedback, 'block_reason', None))}"
+    message = getattr(feedback, "block_reason_message", None)
+    if message:
+        said += f": {str(message)[:300]}"
+    flagged = [
+        _word(getattr(rating, "category", None))
+        for rating in getattr(feedback, "safety_ratings", None) or []
+        if getattr(rating, "blocked", False)
+        or _word(getattr(rating, "probability", None)) == "HIGH"
+    ]
+    if flagged:
+        said += f"; flagged: {', '.join(flagged)}"
+    return said
+
+
+def _word(value: Any) -> str:
+    """An enum of the SDK's (or a value it did not know) as the wire's word."""
+    return str(getattr(value, "value", value))
 
 
 def _contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -276,6 +360,8 @@ def _model_parts(message: AssistantMessage, names: dict[str, str]) -> list[dict[
             entry["thought_signature"] = base64.b64decode(signature)
             signature = None
         parts.append(entry)
+    if signature is not None:  # it came on the reply's last, empty part: it goes back so
+        parts.append({"text": "", "thought_signature": base64.b64decode(signature)})
     return parts
 
 
