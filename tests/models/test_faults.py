@@ -32,8 +32,12 @@ from tether.models.usage import MOST_TOKENS
 from .faults import Reply, error, serving
 from .test_anthropic import claude_stream, text_block, tool_block
 from .test_bedrock import bedrock_error, converse_stream, frame_end
+from .test_chat_servers import llama_call, llama_text
 from .test_google import gemini_stream
 from .test_openai import call_item, chat_stream, message_item, responses_stream
+
+# llama-cpp-python's server reports no usage: its replies are estimated, and warned about.
+pytestmark = pytest.mark.filterwarnings("ignore::tether.errors.UsageEstimatedWarning")
 
 
 def _sse_piece_end(body: bytes, offset: int) -> int:
@@ -76,6 +80,16 @@ WIRES = [
         lambda text: chat_stream(text).content,
         lambda cid, name, args: chat_stream(None, [(cid, name, args)]).content,
         "/v1/chat/completions",
+    ),
+    Wire(
+        "llama-cpp",  # llama-cpp-python's server, as recorded (see test_chat_servers.py)
+        lambda url, **kw: OpenAIModel("smollm2", base_url=url + "/v1", **kw),
+        llama_text,
+        llama_call,
+        "/v1/chat/completions",
+        huge_input=lambda tokens: llama_text(
+            "ok", usage={"prompt_tokens": tokens, "completion_tokens": 1}
+        ),
     ),
     Wire(
         "azure",

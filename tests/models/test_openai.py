@@ -171,7 +171,7 @@ async def test_chat_tool_calls_round_trip_in_parallel() -> None:
     assistant, tool_a, tool_b = second["messages"][2:5]
     assert assistant == {
         "role": "assistant",
-        "content": None,
+        "content": "",  # never null: llama.cpp's server fails on it (HTTP 500)
         "tool_calls": [
             {
                 "id": "call_a",

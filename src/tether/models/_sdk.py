@@ -2,11 +2,13 @@
 retries and errors.
 
 tether retries, not the SDKs (their own retries are turned off): 408, 409, 429, 5xx and
-529, errors the provider reports inside a stream before any of the reply arrived, refused
-or dropped connections and timeouts, `max_retries` times with exponential backoff and
-jitter (0.5 s doubling up to 8 s), honouring `retry-after`. A server that asks for a wait
-longer than `MAX_RETRY_WAIT_SECONDS` is not waited for: the error is raised at once. A
-run's `timeout_seconds` cuts any wait short. A reply that breaks off after some of it
+529 (but not a 5xx whose body says the request itself is invalid: some servers answer a
+request that fails their validation with HTTP 500), errors the provider reports inside a
+stream before any of the reply arrived, refused or dropped connections and timeouts,
+`max_retries` times with exponential backoff and jitter (0.5 s doubling up to 8 s),
+honouring `retry-after`. A server that asks for a wait longer than
+`MAX_RETRY_WAIT_SECONDS` is not waited for: the error is raised at once. A run's
+`timeout_seconds` cuts any wait short. A reply that breaks off after some of it
 arrived is not retried (its deltas were already streamed). Whatever is left becomes a
 `ModelError` saying what happened, where (the URL and the provider's request id) and what
 to do.
@@ -23,6 +25,7 @@ import importlib.util
 import ipaddress
 import os
 import random
+import re
 import time
 import urllib.parse
 import weakref
@@ -198,7 +201,7 @@ def _fault(exc: Exception, adapter: HTTPAdapter, where: str, streamed: bool) -> 
     kind = getattr(exc, "type", None) or _error_type(getattr(exc, "body", None))
     if isinstance(status, int) and status >= 400:
         error = model_error(exc, provider=provider, model=adapter.name, key_hint=adapter.key_hint)
-        retryable = status in _RETRIED or status >= 500
+        retryable = status in _RETRIED or (status >= 500 and not _names_bad_request(exc))
         after = _retry_after(headers)
         if retryable and after is not None and after > MAX_RETRY_WAIT_SECONDS:
             error.args = (
@@ -206,9 +209,9 @@ def _fault(exc: Exception, adapter: HTTPAdapter, where: str, streamed: bool) -> 
                 f"than tether waits ({MAX_RETRY_WAIT_SECONDS:g} s).",
             )
         return _Fault(error, retryable, after)
-    if isinstance(status, int):  # an error event inside a 200 stream
+    if isinstance(status, int) or _is_stream_error(exc):  # an error event in a 200 stream
         text = f"{provider} reported an error in the middle of its reply: {_detail(exc)}"
-        return _Fault(ModelError(text), retryable=kind in _RETRIED_TYPES)
+        return _Fault(ModelError(text), retryable=kind in _RETRIED_TYPES or _transient_code(exc))
     if _is_transport(exc):
         text = f"the connection to {provider} failed: {_transport_detail(exc, streamed)}"
         return _Fault(ModelError(text), retryable=True)
@@ -217,6 +220,61 @@ def _fault(exc: Exception, adapter: HTTPAdapter, where: str, streamed: bool) -> 
         f"{_detail(exc) or 'no detail'}); is {where} the right URL for this model's API?"
     )
     return _Fault(ModelError(text), retryable=False)
+
+
+_BAD_REQUEST_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "badrequesterror",
+        "bad_request",
+        "invalid_request",
+        "validation_error",
+    }
+)
+_VALIDATION_FAILED = re.compile(r"^\d+ validation errors?\b")
+
+
+def _error_fields(exc: BaseException) -> tuple[object, object, str]:
+    """The `type`, `code` and message of the error a server's body describes."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return getattr(exc, "type", None), getattr(exc, "code", None), ""
+    message = inner.get("message")
+    return inner.get("type"), inner.get("code"), message if isinstance(message, str) else ""
+
+
+def _names_bad_request(exc: BaseException) -> bool:
+    """Whether a server error's body says the request itself is at fault, which no retry
+    mends: its type or code names an invalid request (vLLM, and servers built on
+    FastAPI that answer a request failing validation with HTTP 500, as llama.cpp's Python
+    server does)."""
+    kind, code, message = _error_fields(exc)
+    if isinstance(kind, str) and kind.lower() in _BAD_REQUEST_TYPES:
+        return True
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 500:
+        return code not in _RETRIED
+    return bool(_VALIDATION_FAILED.match(message))
+
+
+def _is_stream_error(exc: BaseException) -> bool:
+    """An error the server sent inside a stream that began well (the `openai` SDK raises
+    it with the event's body and no status)."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return (
+        "APIError" in names
+        and not names & {"APIStatusError", "APIConnectionError"}
+        and (isinstance(getattr(exc, "body", None), dict))
+    )
+
+
+def _transient_code(exc: BaseException) -> bool:
+    """Whether an in-stream error's code is one that may pass (OpenRouter sends HTTP
+    statuses as codes; OpenAI sends names)."""
+    _, code, _ = _error_fields(exc)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in _RETRIED or code >= 500
+    return code in ("rate_limit_exceeded", "server_error", "overloaded")
 
 
 def _with(error: ModelError, context: dict[str, Any]) -> ModelError:
@@ -302,11 +360,21 @@ blocked_reason: str | None = None
 """Set by `tether.testing.no_real_models`: why SDK clients may not be made now."""
 
 
+CLOSE_TIMEOUT_SECONDS = 5.0
+"""The longest a client made for an event loop is waited for as it closes with its loop."""
+
+
 class LoopClients(Generic[Client]):
-    """One SDK client per event loop.
+    """One SDK client per event loop, closed when its loop shuts down.
 
     An async HTTP client's connections belong to the loop that opened them, and every
-    `agent.run()` call starts a new loop; a user-supplied client is used as it is.
+    `agent.run()` call starts a new loop. Left open, a client outlives its loop: when the
+    garbage collector finds it later, inside another loop, the SDK closes it there, and
+    its connections fail with "Event loop is closed" ("Task exception was never
+    retrieved"). So each client tether makes is closed as its loop shuts down
+    (`asyncio.run` finalizes async generators then), or when the model is dropped while
+    the loop still runs. A user-supplied client, or one over a user-supplied HTTP
+    client, is the user's to close and is used as it is.
     """
 
     def __init__(self, make: Callable[..., Client], given: Client | None, **options: Any) -> None:
@@ -323,9 +391,14 @@ class LoopClients(Generic[Client]):
             or options.get("http_client") is not None
             or on_this_machine(options.get("base_url"))
         )
+        self._closes = given is None and options.get("http_client") is None
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
         )
+        # The async generators that close each loop's client as the loop shuts down.
+        self._closers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncGenerator[None, None]
+        ] = weakref.WeakKeyDictionary()
 
     def base_url(self) -> Any:
         """Where the clients send requests (the SDK's default unless one was given),
@@ -348,7 +421,47 @@ class LoopClients(Generic[Client]):
         client = self._by_loop.get(loop)
         if client is None:
             client = self._by_loop[loop] = self._make()
+            if self._closes:
+                self._closers[loop] = _closed_with_loop(client, self._by_loop, weakref.ref(loop))
         return client
+
+
+def _closed_with_loop(
+    client: Any,
+    by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any],
+    loop: weakref.ref[asyncio.AbstractEventLoop],
+) -> AsyncGenerator[None, None]:
+    """A started async generator that closes `client` when it is finalized: by the loop's
+    `shutdown_asyncgens()` (which `asyncio.run` calls before closing the loop), or once
+    it is dropped while its loop runs (the loop's finalizer hook closes it there)."""
+
+    async def closer() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            running = loop()
+            if running is not None:
+                by_loop.pop(running, None)
+            # Closing is clean-up: a connection that already broke must not stop the
+            # loop's shutdown, and no close is waited for without end.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_close(client), CLOSE_TIMEOUT_SECONDS)
+
+    generator = closer()
+    # Run it to its `yield` now, with no await (nothing in it suspends before): the loop
+    # learns of it on this first step, and its `finally` is armed.
+    with contextlib.suppress(StopIteration):
+        generator.__anext__().send(None)
+    return generator
+
+
+async def _close(client: Any) -> None:
+    """Close an SDK's async client (`aclose` for google-genai, `close` for the others)."""
+    close = getattr(client, "aclose", None) or getattr(client, "close", None)
+    if close is not None:
+        result = close()
+        if hasattr(result, "__await__"):
+            await result
 
 
 def on_this_machine(url: object) -> bool:
@@ -398,17 +511,41 @@ def model_error(exc: BaseException, *, provider: str, model: str, key_hint: str)
         return ModelError(
             f"{provider} request for {model!r} failed: {type(exc).__name__}: {detail}"
         )
-    if status in (401, 403):
+    _, code, _ = _error_fields(exc)
+    if code == "content_filter":  # Azure's filter blocked the prompt: another try is no use
+        text = (
+            f"{provider}'s content filter blocked the request for {model!r} (HTTP {status}): "
+            f"{detail}{_filtered_categories(exc)}"
+        )
+    elif status in (401, 403):
         text = f"{provider} refused the credentials (HTTP {status}): {detail}. Check {key_hint}."
     elif status == 404:
         text = f"{provider} does not know model {model!r} (HTTP 404): {detail}"
     elif status == 429:
         text = f"{provider} is rate limiting the requests (HTTP 429): {detail}"
+    elif status >= 500 and _names_bad_request(exc):
+        text = f"{provider} failed on the request for {model!r} (HTTP {status}): {detail}"
+    elif status == 500:
+        text = f"{provider} had an internal error (HTTP {status}): {detail}"
     elif status >= 500:
         text = f"{provider} is failing or overloaded (HTTP {status}): {detail}"
     else:
         text = f"{provider} rejected the request for {model!r} (HTTP {status}): {detail}"
     return ModelHTTPError(text, status_code=status, body=getattr(exc, "body", None))
+
+
+def _filtered_categories(exc: BaseException) -> str:
+    """The categories Azure's prompt filter flagged, as the end of a sentence."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    results = (inner or {}).get("innererror", {}) if isinstance(inner, dict) else {}
+    results = results.get("content_filter_result", {}) if isinstance(results, dict) else {}
+    flagged = sorted(
+        name
+        for name, result in (results.items() if isinstance(results, dict) else ())
+        if isinstance(result, dict) and result.get("filtered") is True
+    )
+    return f" (flagged: {', '.join(flagged)})" if flagged else ""
 
 
 def _detail(exc: BaseException) -> str:

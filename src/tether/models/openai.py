@@ -32,9 +32,9 @@ from tether.messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
-    new_call_id,
 )
 from tether.models import _sdk
+from tether.models._chat_stream import ChatReader, decode_arguments
 from tether.models.base import (
     ModelRequest,
     ModelResponse,
@@ -60,6 +60,12 @@ class OpenAIModel(_sdk.HTTPAdapter):
     `tether.models` for how). `provider` names who serves the model, for prices and
     profiles: "openai" without a `base_url`, unknown with one. `api_version` makes it an
     Azure OpenAI model (see `azure_model`).
+
+    Over Chat Completions, streams are read as the servers that copy the API really send
+    them (names repeated, calls without an index, usage missing: see
+    `tether.models._chat_stream`). Usage is asked for in streams; a server that refuses
+    `stream_options` is asked without it from then on, and a reply without usage is
+    estimated by the loop (with a `UsageEstimatedWarning`).
     """
 
     key_hint = "OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)"
@@ -88,6 +94,7 @@ class OpenAIModel(_sdk.HTTPAdapter):
         self._api = api or ("chat" if compatible else "responses")
         self._api_version = api_version
         self._timeout = timeout_seconds
+        self._usage_in_streams = True  # until the server refuses `stream_options`
         if client is None and compatible:
             api_key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
         elif client is None:
@@ -129,8 +136,8 @@ class OpenAIModel(_sdk.HTTPAdapter):
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         client = self._clients.get()
         if self.api == "chat":
-            events = await client.chat.completions.create(**self.chat_params(request))
-            reader: _ChatReader | _ResponsesReader = _ChatReader(self._name)
+            events = await self._chat_stream(client, request)
+            reader: ChatReader | _ResponsesReader = ChatReader(self._name)
         else:
             events = await client.responses.create(**self.responses_params(request))
             reader = _ResponsesReader(self._name)
@@ -143,6 +150,18 @@ class OpenAIModel(_sdk.HTTPAdapter):
 
     # -- Chat Completions --------------------------------------------------------
 
+    async def _chat_stream(self, client: Any, request: ModelRequest) -> Any:
+        params = self.chat_params(request)
+        try:
+            return await client.chat.completions.create(**params)
+        except Exception as exc:
+            if "stream_options" not in params or not _refuses_stream_options(exc):
+                raise
+        # Servers that refuse the option (Azure before 2024-09, strict validators) stream
+        # without usage, which the loop then estimates; they are not asked again.
+        self._usage_in_streams = False
+        return await client.chat.completions.create(**self.chat_params(request))
+
     def chat_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for `request`."""
         settings = request.settings
@@ -154,9 +173,10 @@ class OpenAIModel(_sdk.HTTPAdapter):
             "model": self._name,
             "messages": messages,
             "stream": True,
-            "stream_options": {"include_usage": True},
             "timeout": settings.timeout_seconds or self._timeout,
         }
+        if self._usage_in_streams:
+            params["stream_options"] = {"include_usage": True}
         if request.tools:
             params["tools"] = [_chat_tool(t) for t in request.tools]
         if settings.max_tokens is not None:
@@ -228,94 +248,6 @@ class OpenAIModel(_sdk.HTTPAdapter):
         if settings.extra:
             params["extra_body"] = dict(settings.extra)
         return params
-
-
-# -- reading Chat Completions streams ----------------------------------------------
-
-
-@dataclass
-class _ChatCall:
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
-    position: int = 0
-
-
-@dataclass
-class _ChatReader:
-    """Builds one response from streamed chat completion chunks."""
-
-    model: str
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    calls: dict[int, _ChatCall] = field(default_factory=dict)
-    finish: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    model_name: str | None = None
-    response_id: str | None = None
-
-    def read(self, chunk: Any) -> list[StreamDelta]:
-        self.model_name = chunk.model or self.model_name
-        self.response_id = getattr(chunk, "id", None) or self.response_id
-        if chunk.usage is not None:
-            self.usage = _chat_usage(chunk.usage)
-        if not chunk.choices:
-            return []
-        choice = chunk.choices[0]
-        self.finish = choice.finish_reason or self.finish
-        delta = choice.delta
-        deltas: list[StreamDelta] = []
-        # Reasoning servers (vLLM, DeepSeek, OpenRouter, Ollama) add one of these fields.
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        if isinstance(reasoning, str) and reasoning:
-            self.thinking.append(reasoning)
-            deltas.append(StreamDelta("thinking", reasoning))
-        if delta.content:
-            self.text.append(delta.content)
-            deltas.append(StreamDelta("text", delta.content))
-        for piece in delta.tool_calls or ():
-            call = self.calls.get(piece.index)
-            if call is None:  # calls keep the order they began in
-                call = self.calls[piece.index] = _ChatCall(position=len(self.calls))
-            call.id = piece.id or call.id
-            if piece.function is None:
-                continue
-            call.name += piece.function.name or ""
-            if piece.function.arguments:
-                call.arguments += piece.function.arguments
-                arguments, tool = piece.function.arguments, call.name or None
-                deltas.append(
-                    StreamDelta("tool_call", arguments, call.id or None, tool, call.position)
-                )
-        return deltas
-
-    def response(self) -> ModelResponse:
-        if self.finish is None:
-            raise ModelError("the stream ended before the reply was complete")
-        parts: list[AssistantPart] = []
-        if self.thinking:
-            parts.append(ThinkingPart("".join(self.thinking)))
-        if self.text:
-            parts.append(TextPart("".join(self.text)))
-        calls = list(self.calls.values())
-        for n, call in enumerate(calls):
-            cut = self.finish == "length" and n == len(calls) - 1
-            args = call.arguments if cut else _decode(call.arguments)
-            parts.append(ToolCall(call.name, args, call.id or new_call_id()))
-        finish = "tool_calls" if self.finish == "function_call" else self.finish
-        message = AssistantMessage(tuple(parts), self.model_name or self.model, self.usage)
-        return ModelResponse(message, finish, self.response_id)
-
-
-def _chat_usage(usage: Any) -> Usage:
-    details = getattr(usage, "prompt_tokens_details", None)
-    return Usage(
-        input_tokens=_sdk.usage_int(getattr(usage, "prompt_tokens", None)),
-        output_tokens=_sdk.usage_int(getattr(usage, "completion_tokens", None)),
-        cache_read_tokens=_sdk.usage_int(getattr(details, "cached_tokens", None)),
-        cache_write_tokens=_sdk.usage_int(getattr(details, "cache_write_tokens", None)),
-        requests=1,
-    )
 
 
 # -- reading Responses streams -----------------------------------------------------
@@ -405,7 +337,7 @@ def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]
             parts.append(ThinkingPart(summary, item.encrypted_content, PROVIDER, item.id))
         elif item.type == "function_call":
             truncated = cut and n == len(items) - 1
-            args = item.arguments if truncated else _decode(item.arguments)
+            args = item.arguments if truncated else decode_arguments(item.arguments)
             parts.append(ToolCall(item.name, args, item.call_id))
     return parts
 
@@ -413,20 +345,16 @@ def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]
 # -- writing requests --------------------------------------------------------------
 
 
-def _decode(arguments: str) -> dict[str, Any] | str:
-    """Tool arguments as an object, or the raw text when they are not a JSON object."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments
-    return value if isinstance(value, dict) else arguments
-
-
 def _encode(args: dict[str, Any] | str) -> str:
     """Arguments for the wire: never broken JSON, even for a call that was cut off."""
     return json.dumps(args) if isinstance(args, dict) else "{}"
+
+
+def _refuses_stream_options(exc: Exception) -> bool:
+    """Whether an error is a server refusing the `stream_options` parameter."""
+    status = getattr(exc, "status_code", None)
+    said = f"{getattr(exc, 'body', None)} {exc}"
+    return status in (400, 422) and "stream_options" in said
 
 
 def _chat_tool(spec: ToolSpec) -> dict[str, Any]:
@@ -445,9 +373,10 @@ def _chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     for message in messages:
         if isinstance(message, AssistantMessage):
             calls = message.tool_calls
-            # A null content is only allowed beside tool calls.
-            content = message.text or (None if calls else "")
-            entry: dict[str, Any] = {"role": "assistant", "content": content}
+            # Never null, nor left out, beside tool calls: OpenAI takes both, but servers
+            # that render the turn with the model's chat template (llama.cpp's Python
+            # server, LM Studio) fail on them; every server takes an empty string.
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
             if calls:
                 entry["tool_calls"] = [
                     {
