@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "Agent",
     "AlreadyDecidedError",
+    "Answer",
     "ApprovalRequest",
     "Background",
     "Approve",

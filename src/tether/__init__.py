@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tether.agent import Agent, Prompt, RunResult, StopReason, create_agent
-    from tether.approval import ApprovalRequest, Approve, Edit, Reject, Respond
+    from tether.approval import Answer, ApprovalRequest, Approve, Edit, Reject, Respond
     from tether.capabilities import Capability
     from tether.capabilities.compaction import Compaction
     from tether.errors import (
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent",
     "AlreadyDecidedError",
+    "Answer",
     "ApprovalRequest",
     "Approve",
     "Background",
@@ -88,6 +89,7 @@ _HOMES = {
     "RunResult": "tether.agent",
     "StopReason": "tether.agent",
     "create_agent": "tether.agent",
+    "Answer": "tether.approval",
     "ApprovalRequest": "tether.approval",
     "Approve": "tether.approval",
     "Edit": "tether.approval",

@@ -226,6 +226,7 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         wait: float = 0.0,
         metadata: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         """Run until the agent answers or a limit stops it.
 
@@ -235,9 +236,21 @@ class Agent(Generic[OutputT]):
         another holds it, this raises `ThreadBusyError`, or first waits up to `wait`
         seconds for it to end. `metadata` (JSON values) is recorded with the run in its
         thread, as the settings a later run on the thread can read back.
+
+        `client_tools` are tools the caller runs itself (a web page's, say): the model
+        sees them beside the agent's own, and a call of one stops the run, recorded in
+        its thread, as a gated call does (`stop_reason="interrupted"`, an
+        `ApprovalRequest` with `client_tool=True`). `resume` with `Respond(result)` (or
+        `Reject`) for that call goes on. They never replace one of the agent's tools.
         """
         return await self._execute(
-            prompt, message_history, deps, thread_id, wait=wait, metadata=metadata
+            prompt,
+            message_history,
+            deps,
+            thread_id,
+            wait=wait,
+            metadata=metadata,
+            client_tools=client_tools,
         )
 
     def run(
@@ -249,6 +262,7 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         wait: float = 0.0,
         metadata: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         """`arun` for code without an event loop; inside one (Jupyter) it uses a worker thread."""
         return _run_sync(
@@ -259,6 +273,7 @@ class Agent(Generic[OutputT]):
                 thread_id=thread_id,
                 wait=wait,
                 metadata=metadata,
+                client_tools=client_tools,
             )
         )
 
@@ -269,6 +284,7 @@ class Agent(Generic[OutputT]):
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
         wait: float = 0.0,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         """Continue the thread's unfinished run from its last recorded step: one that was
         killed, one that ended in an error (a provider that was down, say), or one waiting
@@ -276,9 +292,10 @@ class Agent(Generic[OutputT]):
         id). Tool calls that finished are not run again.
 
         Decisions are applied once: sent again for calls already decided, they raise
-        `AlreadyDecidedError` with the earlier ones. `wait` is as for `arun`.
+        `AlreadyDecidedError` with the earlier ones. `wait` and `client_tools` are as for
+        `arun` (the client tools of the run going on, not those of the run that stopped).
         """
-        return await self._resume(thread_id, decisions, deps, wait=wait)
+        return await self._resume(thread_id, decisions, deps, wait=wait, client_tools=client_tools)
 
     async def stream_resume(
         self,
@@ -287,10 +304,13 @@ class Agent(Generic[OutputT]):
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
         wait: float = 0.0,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> AsyncIterator[Event]:
         """`aresume`, yielding events as they happen like `stream`."""
         async for event in _streamed(
-            lambda emit: self._resume(thread_id, decisions, deps, emit, wait=wait)
+            lambda emit: self._resume(
+                thread_id, decisions, deps, emit, wait=wait, client_tools=client_tools
+            )
         ):
             yield event
 
@@ -302,9 +322,11 @@ class Agent(Generic[OutputT]):
         emit: Callable[[Event], None] | None = None,
         *,
         wait: float = 0.0,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
+        client_tools = self._checked_client_tools(client_tools)
         if decisions is not None and not isinstance(decisions, Mapping):
             decisions = _checks.each("decisions", decisions, DECISION_TYPES, DECISION_KINDS)
         async with self._hold(thread_id, "resume", wait) as (journal, thread):
@@ -337,6 +359,7 @@ class Agent(Generic[OutputT]):
                 journal=journal,
                 thread=thread,
                 resume=True,
+                client_tools=client_tools,
             )
 
     def resume(
@@ -346,9 +369,14 @@ class Agent(Generic[OutputT]):
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
         deps: Any = None,
         wait: float = 0.0,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         """`aresume` for code without an event loop."""
-        return _run_sync(lambda: self.aresume(thread_id, decisions=decisions, deps=deps, wait=wait))
+        return _run_sync(
+            lambda: self.aresume(
+                thread_id, decisions=decisions, deps=deps, wait=wait, client_tools=client_tools
+            )
+        )
 
     async def aabandon(self, thread_id: str, *, wait: float = 0.0) -> bool:
         """End the thread's unfinished run where it stands, so that the next `run` on the
@@ -433,15 +461,23 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         wait: float = 0.0,
         metadata: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> AsyncIterator[Event]:
         """Run and yield events as they happen, `RunFinished` last.
 
         If the run fails, its error is raised after `RunFinished` was yielded. Leaving the
-        loop early cancels the run.
+        loop early cancels the run. `client_tools` are as for `arun`.
         """
         async for event in _streamed(
             lambda emit: self._execute(
-                prompt, message_history, deps, thread_id, emit, wait=wait, metadata=metadata
+                prompt,
+                message_history,
+                deps,
+                thread_id,
+                emit,
+                wait=wait,
+                metadata=metadata,
+                client_tools=client_tools,
             )
         ):
             yield event
@@ -457,10 +493,12 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         wait: float = 0.0,
         metadata: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
         from tether.loop import execute_run
 
-        if thread_id is None and self._plan.waits:
+        client_tools = self._checked_client_tools(client_tools)
+        if thread_id is None and (self._plan.waits or client_tools):
             thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
         recorded = _checked_metadata(metadata, thread_id)
         if thread_id is None:
@@ -493,7 +531,28 @@ class Agent(Generic[OutputT]):
                 journal=journal,
                 thread=thread,
                 run_id=run_id,
+                client_tools=client_tools,
             )
+
+    def _checked_client_tools(self, tools: object) -> tuple[ToolSpec, ...]:
+        """`client_tools` checked: ToolSpecs of distinct names, none of which is (in any
+        case) the name of one of the agent's own tools or of `final_result`."""
+        checked: tuple[ToolSpec, ...] = _checks.each("client_tools", tools, ToolSpec, "ToolSpecs")
+        plan = self._plan
+        own = {str(n).casefold() for n in (*plan.tools, *(s.name for s in plan.tool_specs))}
+        own.add(FINAL_RESULT)
+        seen: set[str] = set()
+        for spec in checked:
+            name = str(spec.name).casefold()
+            if name in own:
+                raise ConfigurationError(
+                    f"client tool {spec.name!r} has the name of one of the agent's own tools; "
+                    "a client tool never replaces one: rename it"
+                )
+            if name in seen:
+                raise ConfigurationError(f"client tool {spec.name!r} is given twice")
+            seen.add(name)
+        return checked
 
     def _checkpointer(self) -> Checkpointer:
         if self.checkpointer is None:
@@ -769,7 +828,9 @@ def create_agent(
         tool_token_limit_before_evict,
         hidden_tools=harness.excluded_tools,
     )
-    remote = _mcp_capabilities(mcp_servers)  # listed once, shared with subagents
+    remote = _mcp_capabilities(  # listed once, shared with subagents
+        mcp_servers, files=(backend if filesystem else None, permissions, backend_policy)
+    )
     inherited = (*capabilities, *remote)
     if background is not None and not isinstance(background, Background):
         raise ConfigurationError(
@@ -935,12 +996,20 @@ def _shell_capabilities(
     return (Sandbox(backend, policy),)
 
 
-def _mcp_capabilities(servers: Sequence[MCPServer]) -> tuple[Capability, ...]:
+def _mcp_capabilities(
+    servers: Sequence[MCPServer],
+    *,
+    files: tuple[Backend | None, Sequence[Rule], Policy | None] = (None, (), None),
+) -> tuple[Capability, ...]:
+    """The MCP servers' tools; `files` (the backend, its rules and policy) gives the
+    roots the servers are told of."""
     if not servers:
         return ()
+    from tether._mcp_client import backend_roots
     from tether.mcp import MCPServer, MCPTools  # MCPTools needs the mcp extra
 
-    return (MCPTools(_checks.each("mcp_servers", servers, MCPServer, "tether.mcp.MCPServer")),)
+    checked = _checks.each("mcp_servers", servers, MCPServer, "tether.mcp.MCPServer")
+    return (MCPTools(checked, roots=backend_roots(*files)),)
 
 
 def _check_settings(

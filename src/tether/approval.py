@@ -13,6 +13,13 @@ the whole run the same way, its request naming the subagent (`path`); `resume` g
 inside that subagent, and calls that finished (its own, or sibling subagents') never run
 again. Without a thread to record the wait in, a subagent's gated call is refused with
 a tool error telling it to leave that call to the main agent.
+
+A tool's server may also ask the person a question while the call runs (an MCP server's
+elicitation): the run stops the same way, the request carrying the `question` (a
+message and a form), and `Answer(content={...})` answers it (`Reject` declines it,
+`Answer(action="cancel")` dismisses it, `Respond` ends the call with a result of your
+own). The call is then made again from its start, and the server's same question gets
+the recorded answer; a different question stops the run again.
 """
 
 from __future__ import annotations
@@ -22,18 +29,26 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from tether.errors import AlreadyDecidedError, ConfigurationError
+from tether.questions import Action, Question, answer_of
 
 __all__ = [
+    "ANSWERS",
+    "CAN_ASK",
+    "CLIENT_TOOL_DECISIONS",
     "DECISIONS",
     "DECISION_KINDS",
     "DECISION_TYPES",
+    "QUESTION_DECISIONS",
+    "Answer",
     "ApprovalRequest",
     "Approve",
     "Decision",
     "Edit",
     "Gate",
+    "Question",
     "Reject",
     "Respond",
+    "WaitsForAnswer",
     "approval_rules",
     "decision_from_json",
     "decision_of",
@@ -43,8 +58,19 @@ __all__ = [
     "match_decisions",
 ]
 
-DecisionKind: TypeAlias = Literal["approve", "edit", "reject", "respond"]
+DecisionKind: TypeAlias = Literal["approve", "edit", "reject", "respond", "answer"]
 DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "reject", "respond")
+"""The decisions on a call that waits for approval before it runs."""
+QUESTION_DECISIONS: tuple[DecisionKind, ...] = ("answer", "reject", "respond")
+"""The decisions on a call whose server asked the person a question."""
+ANSWERS = "question_answers"
+"""In RunState.data: by call id, what the call's server asked before and the person's
+answers (`{"message", "schema", "answer"}`), given again when the call is made again."""
+CAN_ASK = "can_ask"
+"""In RunState.data: whether the run can stop to wait for a person (it has a thread, and
+it is not a subagent in the background)."""
+CLIENT_TOOL_DECISIONS: tuple[DecisionKind, ...] = ("respond", "reject")
+"""What can answer a client tool's call: its result, or a refusal. Never run here."""
 GateConfig: TypeAlias = bool | Mapping[str, Any]
 """One `interrupt_on` value: True, False, or {"allow": [decisions], "when": predicate}."""
 
@@ -75,25 +101,47 @@ class Reject:
 
 @dataclass(frozen=True, slots=True)
 class Respond:
-    """Do not run the call; `message` is its result, as if the tool had said it."""
+    """Do not run the call; `message` is its result, as if the tool had said it (a
+    failure, with `is_error`)."""
 
     message: str
+    is_error: bool = False
     kind: Literal["respond"] = "respond"
 
 
-Decision: TypeAlias = Approve | Edit | Reject | Respond
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The person's answer to a question a tool's server asked during the call: "accept"
+    with `content` (the form's fields; checked against the form, its defaults filled in
+    for fields left out), or "decline" or "cancel" (no content). The server is told, as
+    the call is made again."""
+
+    content: Mapping[str, Any] = field(default_factory=dict)
+    action: Action = "accept"
+    kind: Literal["answer"] = "answer"
+
+
+Decision: TypeAlias = Approve | Edit | Reject | Respond | Answer
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A tool call waiting for a decision, and the decisions allowed for it. `path` is
-    the agent that made it: ("main",), or a subagent's ("main", "task:coder#1")."""
+    the agent that made it: ("main",), or a subagent's ("main", "task:coder#1").
+
+    With `client_tool`, the call is of a tool the caller runs (a run's `client_tools`):
+    it waits for the caller's result, given as `Respond` (or refused with `Reject`).
+    """
 
     call_id: str
     tool: str
     args: Mapping[str, Any] | str
     allowed: tuple[DecisionKind, ...]
     path: tuple[str, ...] = ("main",)
+    client_tool: bool = False
+    question: Question | None = None
+    """What the tool's server asks the person, when the call waits for an answer rather
+    than for approval (its decisions are then `QUESTION_DECISIONS`)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ApprovalRequest:
@@ -104,6 +152,8 @@ class ApprovalRequest:
             data["args"],
             tuple(data["allowed"]),
             tuple(data.get("path", ("main",))),
+            bool(data.get("client_tool", False)),
+            question=Question.from_json(data["question"]) if data.get("question") else None,
         )
 
 
@@ -115,6 +165,16 @@ class SubagentPaused(BaseException):
     def __init__(self, requests: Sequence[ApprovalRequest]) -> None:
         super().__init__(f"{len(requests)} call(s) of a subagent wait for a decision")
         self.requests = tuple(requests)
+
+
+class WaitsForAnswer(SubagentPaused):
+    """Raised through a tool call whose server asked the person a question the run
+    cannot answer itself: the run stops, the call unanswered, until the person answers
+    (`request.question`); then the call is made again."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__([request])
+        self.args = (f"{request.tool} waits for the person's answer to a question",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +252,12 @@ def _gate(name: str, config: object) -> Gate:
 
 
 def decision_to_json(decision: Decision) -> dict[str, Any]:
+    if isinstance(decision, Answer):
+        return {"kind": "answer", "action": decision.action, "content": dict(decision.content)}
     if isinstance(decision, Edit):
         return {"kind": "edit", "args": dict(decision.args)}
+    if isinstance(decision, Respond) and decision.is_error:
+        return {"kind": "respond", "message": decision.message, "is_error": True}
     if isinstance(decision, Reject | Respond):
         return {"kind": decision.kind, "message": decision.message}
     return {"kind": "approve"}
@@ -206,7 +270,9 @@ def decision_from_json(data: Mapping[str, Any]) -> Decision:
     if kind == "reject":
         return Reject(data["message"])
     if kind == "respond":
-        return Respond(data["message"])
+        return Respond(data["message"], bool(data.get("is_error", False)))
+    if kind == "answer":
+        return Answer(data.get("content") or {}, data.get("action", "accept"))
     return Approve()
 
 
@@ -261,8 +327,10 @@ def _refuse_decided_again(ids: Sequence[object], decided: Mapping[str, Mapping[s
         )
 
 
-DECISION_TYPES = (Approve, Edit, Reject, Respond)
-DECISION_KINDS = "Approve(), Edit(args=...), Reject(message=...) or Respond(message=...)"
+DECISION_TYPES = (Approve, Edit, Reject, Respond, Answer)
+DECISION_KINDS = (
+    "Approve(), Edit(args=...), Reject(message=...), Respond(message=...) or Answer(content=...)"
+)
 
 
 def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -275,12 +343,31 @@ def _checked(decision: object, request: Mapping[str, Any]) -> dict[str, Any]:
         )
     if isinstance(decision, Edit) and not isinstance(decision.args, Mapping):
         raise ConfigurationError(f"Edit args must be a mapping, got {decision.args!r}")
+    if isinstance(decision, Answer):
+        return _answered(decision, request)
     return decision_to_json(decision)
+
+
+def _answered(decision: Answer, request: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer as the thread records it: an accepted form checked against the question
+    and completed with its defaults."""
+    if decision.action not in ("accept", "decline", "cancel"):
+        raise ConfigurationError(
+            f"Answer action is 'accept', 'decline' or 'cancel', got {decision.action!r}"
+        )
+    content: dict[str, Any] = {}
+    if request.get("question") is None:
+        raise ConfigurationError(f"{request['tool']} ({request['call_id']}) asks no question")
+    if decision.action == "accept":
+        content = answer_of(Question.from_json(request["question"]), decision.content)
+    elif decision.content:
+        raise ConfigurationError(f"an Answer with action {decision.action!r} has no content")
+    return {"kind": "answer", "action": decision.action, "content": content}
 
 
 def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
     """Decisions written as JSON: a list in the order of the waiting calls, or an object
-    by call id, of `{"kind": "approve" | "edit" | "reject" | "respond", ...}`."""
+    by call id, of `{"kind": "approve" | "edit" | "reject" | "respond" | "answer", ...}`."""
     if isinstance(data, list):
         return [decision_of(item) for item in data]
     if isinstance(data, dict):
@@ -290,6 +377,8 @@ def decisions_from_json(data: object) -> list[Decision] | dict[str, Decision]:
 
 def decision_of(item: object) -> Decision:
     """One decision written as JSON (from a person, a file, a web page), checked."""
+    if isinstance(item, Mapping) and item.get("kind") == "answer":
+        return _answer_of(item)
     if not isinstance(item, Mapping) or item.get("kind") not in DECISIONS:
         raise ConfigurationError(
             'a decision is {"kind": "approve"}, {"kind": "edit", "args": {...}}, '
@@ -300,3 +389,15 @@ def decision_of(item: object) -> Decision:
     return decision_from_json(
         {"kind": item["kind"], "args": item.get("args", {}), "message": message}
     )
+
+
+def _answer_of(item: Mapping[str, Any]) -> Answer:
+    """An answer to a question written as JSON, checked (its content against the
+    question later, when it is matched with the request it answers)."""
+    content, action = item.get("content") or {}, item.get("action", "accept")
+    if not isinstance(content, Mapping) or action not in ("accept", "decline", "cancel"):
+        raise ConfigurationError(
+            'an answer is {"kind": "answer", "action": "accept" | "decline" | "cancel", '
+            f'"content": {{field: value}}}}; got {item!r:.300}'
+        )
+    return Answer(dict(content), action)

@@ -28,6 +28,7 @@ __all__ = [
     "TodosUpdated",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolProgress",
 ]
 
 AgentPath: TypeAlias = tuple[str, ...]
@@ -96,6 +97,23 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A tool call still running says how far it got (an MCP server's progress
+    notifications). `call_id` is the running call's `ToolCall.id`; `progress` is a count
+    that grows, out of `total` when the tool knows it; `message` says what it is doing.
+
+    A tool that reports very often is heard at most ten times a second, its latest word
+    always included."""
+
+    path: AgentPath
+    call_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, slots=True)
 class TodosUpdated:
     """The agent changed its task list; `todos` is the whole new list."""
 
@@ -145,6 +163,7 @@ Event: TypeAlias = (
     | StepFinished
     | ToolCallStarted
     | ToolCallFinished
+    | ToolProgress
     | TodosUpdated
     | Compacted
     | ApprovalRequested

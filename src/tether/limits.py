@@ -147,6 +147,23 @@ class Budget:
             budget.model_calls += 1
             budget = budget.parent
 
+    def output_tokens_left(self) -> int | None:
+        """How many more output tokens the token limits here and in every ancestor allow
+        (None when none limits them)."""
+        left: int | None = None
+        budget: Budget | None = self
+        while budget is not None:
+            limits, used = budget.limits, budget.usage
+            for limit, spent in (
+                (limits.max_output_tokens, used.output_tokens),
+                (limits.max_total_tokens, used.total_tokens),
+            ):
+                if limit is not None:
+                    room = max(int(limit - spent), 0)
+                    left = room if left is None else min(left, room)
+            budget = budget.parent
+        return left
+
     def pressure(self) -> tuple[float, str]:
         """The largest share of any limit used so far, here or in an ancestor, and that
         limit's field name."""

@@ -21,6 +21,10 @@ from pydantic_core import to_jsonable_python
 
 from tether import prompts, tracing
 from tether.approval import (
+    ANSWERS,
+    CAN_ASK,
+    CLIENT_TOOL_DECISIONS,
+    Answer,
     ApprovalRequest,
     Decision,
     Edit,
@@ -41,6 +45,7 @@ from tether.errors import (
     OutputError,
     RunError,
     TetherError,
+    ToolError,
     describe,
 )
 from tether.events import (
@@ -66,10 +71,11 @@ from tether.messages import (
     new_call_id,
     own_calls,
 )
-from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem, ToolSpec
 from tether.models.usage import checked
 from tether.output import FINAL_RESULT
-from tether.state import FILES_SEEN, RunState, ToolContext
+from tether.state import FILES_SEEN, SAMPLE, RunState, ToolContext
+from tether.tools.tool import decode_args
 from tether.tracing import failed, span
 
 if TYPE_CHECKING:
@@ -82,6 +88,7 @@ __all__ = ["JOURNAL", "SUBAGENT_RUNS", "execute_run"]
 _GATES = "approval_gates"  # in RunState.data: the gates in force for the run
 _DECISIONS = "approval_decisions"  # in RunState.data: the decisions given to the run tree
 _WAITS = "can_wait"  # in RunState.data: whether a gated call may stop the run to wait
+_QUESTIONS = "questions_asked"  # in RunState.data: the tree's calls that wait for answers
 JOURNAL = "journal"
 """In RunState.data: the journal recording the run, when it has a thread."""
 SUBAGENT_RUNS = "subagent_runs"
@@ -111,6 +118,7 @@ async def execute_run(
     resume: bool = False,
     run_id: str | None = None,
     waits: bool = True,
+    client_tools: Sequence[ToolSpec] = (),
 ) -> RunResult[Any]:
     """Run `agent` on `messages` until it stops; the last `new_messages` are this run's prompt.
 
@@ -120,6 +128,8 @@ async def execute_run(
     todos the thread holds, and with `resume` its unfinished last run is continued.
     `run_id` names a new run (one is made up otherwise). With `waits=False` (a subagent
     in the background) a gated call is refused rather than waited for, here and below.
+    `client_tools` are offered to the model beside the agent's own; the caller runs
+    them: a call of one waits, as a gated call does, for the caller's answer.
     """
     budget = budget or Budget(agent.limits)
     state = RunState(
@@ -143,8 +153,10 @@ async def execute_run(
         if resume:
             _restore(state, budget, thread)
     run = _Run(agent, state, budget, new_messages, journal)
+    run.client_tools = {spec.name: spec for spec in client_tools}
     if parent is not None:  # one set of decisions for the tree, each for the agent that asked
         run.decisions = parent.data.get(_DECISIONS, {})
+        run.questions = parent.data.get(_QUESTIONS, {})
     if resume and thread is not None:
         run.pending = thread.pending_calls
         run.recorded = (thread.results, thread.started)
@@ -155,9 +167,17 @@ async def execute_run(
                 for k, v in thread.decisions.items()
                 if k in asked
             }
+            run.questions = {
+                r["call_id"]: ApprovalRequest.from_json(r)
+                for r in thread.asked
+                if r.get("question")
+            }
         state.data[SUBAGENT_RUNS] = thread.subagents
     state.data[_DECISIONS] = run.decisions
     state.data[_WAITS] = waits and (parent is None or parent.data.get(_WAITS, True))
+    state.data[_QUESTIONS] = run.questions
+    state.data[CAN_ASK] = journal is not None and state.data[_WAITS]
+    state.data[SAMPLE] = run.sample
     if journal is not None:
         state.data[JOURNAL] = journal
     return await run.execute()
@@ -226,8 +246,14 @@ class _Run:
         """Decisions for waiting calls, by call id, with the path of the agent that asked:
         shared by the run tree, each used once, by that agent only."""
         self.interrupts: list[ApprovalRequest] = []
+        self.questions: dict[str, ApprovalRequest] = {}
+        """Calls that stopped the run for a person's answer to their server's question,
+        by call id: shared by the run tree, each for the agent that made the call."""
+        self.sampling = asyncio.Lock()
         self.paused: list[ApprovalRequest] = []
         """Requests of subagents that stopped for decisions during this turn's calls."""
+        self.client_tools: dict[str, ToolSpec] = {}
+        """Tools the caller runs (see `execute_run`), by name."""
         self.plan = agent._plan
         self.state = state
         # A subagent keeps the gates of the agents above it (it refuses what they gate).
@@ -256,7 +282,7 @@ class _Run:
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": state.path[-1],
-            "gen_ai.provider.name": model.provider or "unknown",
+            "gen_ai.provider.name": tracing.provider_name(model),
             "gen_ai.request.model": model.name,
             "gen_ai.output.type": "json" if self.plan.output.structured else "text",
             "tether.run_id": state.run_id,
@@ -408,7 +434,7 @@ class _Run:
         request = ModelRequest(
             system_prompt=self.system_prompt,
             messages=tuple(self.state.messages),
-            tools=plan.tool_specs,
+            tools=(*plan.tool_specs, *self.client_tools.values()),
             settings=self.agent.model_settings,
             output_tool=FINAL_RESULT if plan.output.structured else None,
             force_output=self.force_output and plan.output.structured,
@@ -418,20 +444,13 @@ class _Run:
         return request
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
-        traced = self.plan.tracing
-        if not traced.model_spans or not tracing.enabled(traced):
-            return await self._stream_model(request)  # no span: its attributes cost nothing
-        model = self.agent.model
-        attributes = tracing.chat_request(model, request, self.state.thread_id, traced.content)
-        with span(f"chat {model.name}", attributes, client=True, tracing=traced) as current:
-            try:
-                response = await self._stream_model(request)
-            except Exception as exc:  # the span records the exception and its status
-                if current is not None:
-                    current.set_attribute("error.type", type(exc).__qualname__)
-                raise
-            if current is not None:
-                current.set_attributes(tracing.chat_response(response, model, traced.content))
+        model, traced = self.agent.model, self.plan.tracing
+        call = tracing.model_call(model, request, self.state.thread_id, traced)
+        if call is None:  # no span, no metrics: their attributes cost nothing
+            return await self._stream_model(request)
+        with call:  # the span and the metrics; an exception marks both
+            response = await self._stream_model(request)
+            call.answered(response)
         return response
 
     async def _stream_model(self, request: ModelRequest) -> ModelResponse:
@@ -541,7 +560,7 @@ class _Run:
                 known[call.id] = results[call.id]
             elif call.id in below and below[call.id].unfinished:
                 continue  # the subagent resumes where it stopped
-            elif call.id in started:
+            elif call.id in started and not self._asks(call.id):  # else it is made again
                 tool = self.plan.tools.get(call.name)
                 if tool is None or not tool.idempotent:
                     known[call.id] = ToolResult.of(call, _STATE_UNKNOWN, is_error=True)
@@ -587,15 +606,20 @@ class _Run:
         self, calls: list[ToolCall], results: list[ToolResult | None]
     ) -> bool:
         """Apply the decisions given for calls that need one; if any such call has none,
-        stop the run for a person to decide, and return True."""
-        gates = self.gates
+        stop the run for a person to decide, and return True. A call of a client tool
+        always waits: its answer is the caller's result."""
+        gates, client = self.gates, self.client_tools
+        self._refuse_unreadable(calls, results)
         waiting = [
             i
             for i, (c, r) in enumerate(zip(calls, results, strict=True))
             if r is None
-            and c.name in gates
             and not self._decided(c.id)
-            and gates[c.name].stops(c.args)
+            and (
+                self._asks(c.id)
+                or c.name in client
+                or (c.name in gates and gates[c.name].stops(c.args))
+            )
         ]
         if waiting and (self.journal is None or not self.state.data.get(_WAITS, True)):
             # A subagent cannot stop its parent's run to wait: the call is refused.
@@ -606,18 +630,15 @@ class _Run:
                 self.state.emit(ToolCallFinished(self.state.path, calls[i], refused))
             waiting = []
         if waiting:
-            path = self.state.path
-            await self._interrupt(
-                [
-                    ApprovalRequest(c.id, c.name, c.args, gates[c.name].allowed, path)
-                    for c in (calls[i] for i in waiting)
-                ]
-            )
+            await self._interrupt([self._request(calls[i]) for i in waiting])
             return True
         for i, call in enumerate(calls):
             if results[i] is not None or not self._decided(call.id):
                 continue
             decision = self.decisions.pop(call.id)[1]  # once: a later call cannot reuse it
+            if self._asks(call.id) and not isinstance(decision, Respond):
+                self._answer_question(self.questions.pop(call.id), decision)
+                continue  # made again, to hear the answer
             if isinstance(decision, Edit):
                 calls[i] = replace(call, args=dict(decision.args))
                 self._rewrite_call(calls[i])
@@ -626,9 +647,74 @@ class _Run:
                 results[i] = result = ToolResult.of(call, text, is_error=True)
                 self.state.emit(ToolCallFinished(self.state.path, call, result, "rejected"))
             elif isinstance(decision, Respond):
-                results[i] = result = ToolResult.of(call, decision.message)
+                as_error = decision.is_error
+                results[i] = result = ToolResult.of(call, decision.message, is_error=as_error)
                 self.state.emit(ToolCallFinished(self.state.path, call, result, "answered"))
         return False
+
+    def _request(self, call: ToolCall) -> ApprovalRequest:
+        """What a waiting call asks for: a decision, or for a client tool its result."""
+        if self._asks(call.id):  # still the question its server asked
+            return self.questions[call.id]
+        path = self.state.path
+        if call.name in self.client_tools:
+            allowed = CLIENT_TOOL_DECISIONS
+            return ApprovalRequest(call.id, call.name, call.args, allowed, path, client_tool=True)
+        return ApprovalRequest(call.id, call.name, call.args, self.gates[call.name].allowed, path)
+
+    def _refuse_unreadable(self, calls: list[ToolCall], results: list[ToolResult | None]) -> None:
+        """A client tool's call whose arguments are not a JSON object is answered here:
+        the caller is never handed a call it cannot read."""
+        for i, call in enumerate(calls):
+            if results[i] is not None or call.name not in self.client_tools:
+                continue
+            problem = decode_args(call.name, call.args)
+            if isinstance(problem, str):
+                self.state.emit(ToolCallStarted(self.state.path, call))
+                results[i] = refused = ToolResult.of(call, problem, is_error=True)
+                self.state.emit(ToolCallFinished(self.state.path, call, refused))
+
+    def _asks(self, call_id: str) -> bool:
+        """Whether this agent's call `call_id` stopped the run with its server's question."""
+        found = self.questions.get(call_id)
+        return found is not None and found.path == self.state.path
+
+    def _answer_question(self, request: ApprovalRequest, decision: Decision) -> None:
+        """Record the person's answer for the call made again: its server gets it when
+        it asks the same question (`Reject` declines)."""
+        question = request.question
+        assert question is not None
+        answer = (
+            {"action": decision.action, "content": dict(decision.content)}
+            if isinstance(decision, Answer)
+            else {"action": "decline", "content": {}}
+        )
+        asked = {"message": question.message, "schema": dict(question.schema), "answer": answer}
+        self.state.data.setdefault(ANSWERS, {})[request.call_id] = (*question.answered, asked)
+
+    async def sample(self, request: ModelRequest) -> ModelResponse:
+        """A request to this agent's model made for one of its tools (an MCP server's
+        sampling), with the agent's model settings: one at a time, refused once the
+        budget is spent, its output cut to the request's `max_tokens` and to the tokens
+        the limits leave, and counted in the run's usage, cost and budget."""
+        async with self.sampling:
+            share, limit = self.budget.pressure()
+            if share >= 1:
+                raise ToolError(f"the run's {Budget.describe(limit)} is spent")
+            left = self.budget.output_tokens_left()
+            if left is not None and left < 1:
+                raise ToolError("the run's token budget is spent")
+            wanted = request.settings.max_tokens or self.agent.model_settings.max_tokens
+            most = left if wanted is None else wanted if left is None else min(wanted, left)
+            settings = replace(self.agent.model_settings, max_tokens=most)
+            request = replace(request, settings=settings)
+            model = self.agent.model
+            response = checked(await model.request(request), request, model.name)
+            usage, cost = self.plan.prices.charge_of(response, model, request)
+            if cost is None:
+                self._warn_unknown_cost()
+            self.state.charge(usage, cost)
+            return response
 
     def _decided(self, call_id: str) -> bool:
         """Whether a decision waits for this agent's call `call_id`."""

@@ -10,7 +10,8 @@ request; their names get the server's prefix ("files_read"). A run connects to a
 at its first call and disconnects when it ends; inside `async with agent:` runs share
 the block's connections instead. A call that times out, fails, or finds the server gone
 is a tool error; the run goes on. A connection found gone is made again, and a call the
-server refused unseen is sent once more.
+server refused unseen is sent once more (a restarted HTTP server answering the old session
+with 404, or 400 about the session, as several do, refused it unseen).
 
 Nothing waits on a server for ever: each request gets `timeout_seconds`, and starting
 it (up to its answer to `initialize`) `start_timeout_seconds`. A call waiting while
@@ -18,7 +19,21 @@ another call connects takes that attempt's outcome instead of trying again, so c
 queued behind a server that never answers do not wait one start each.
 
 The servers' resources and prompts are for the user's code: `MCPServer.read_resource`,
-`get_prompt` and their listings.
+`get_prompt` and their listings. A resource of a text type sent as bytes (text/plain,
+JSON, XML, ...) is read as text, for the model and for the user's code alike.
+
+Servers are told the agent's roots (the host directories of its file backend that it
+may list; see `tether._mcp_client`), and a server's progress notifications during a call
+become `ToolProgress` events of that call, at most ten a second.
+
+During a tool call a server may ask for a reply from the agent's model (sampling: that
+agent's model answers, counted in the run's usage, cost and budget and refused once it is
+spent; `MCPServer(sampling=False)` refuses it) or ask the person a question (elicitation:
+the run stops with the question in `RunResult.interrupts`, and once it is answered with
+`Answer(...)` on `resume` the call is made again and the server's same question gets the
+answer; a run without a thread declines the question and tells the model).
+`MCPServer(elicitation=False)` declares no questions; a function answers them in-process
+instead. See `tether._mcp_asks` for the bounds.
 """
 
 from __future__ import annotations
@@ -35,6 +50,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import pydantic
 
+from tether._mcp_asks import Calls, Running, declare_form_only, session_options
+from tether._mcp_client import Progress, Root, list_roots
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, MCPServerError, ToolError, describe
 from tether.messages import AssistantMessage, BinaryPart, TextPart, UserMessage
@@ -43,6 +60,9 @@ from tether.tools.tool import OPEN_CONTEXT, Tool
 
 if TYPE_CHECKING:
     from mcp import ClientSession
+
+    from tether.approval import Decision
+    from tether.questions import Question
 
 __all__ = ["MCPServer", "MCPTools"]
 
@@ -76,7 +96,13 @@ class MCPServer:
     HTTP). `prefix` (default "<name>_") goes before its tool names; `timeout_seconds`
     bounds each request, a tool call's included, and `start_timeout_seconds` starting
     the server up to its answer to `initialize` (by default as long as a request, and at
-    least 10 s: a process can take seconds to start)."""
+    least 10 s: a process can take seconds to start).
+
+    `sampling` (default True) lets the server ask the agent's model for a reply during a
+    call, counted in the run's budget; False declares no sampling. `elicitation` (default
+    True) lets it ask the person a question during a call, through the approval path
+    (the run stops until it is answered); False declares no questions; an async function
+    of a `Question` returning `Answer(...)` or `Reject()` answers them in-process."""
 
     name: str
     command: str | None = None
@@ -88,6 +114,8 @@ class MCPServer:
     prefix: str | None = None
     timeout_seconds: float = 60.0
     start_timeout_seconds: float | None = None
+    sampling: bool = True
+    elicitation: bool | Callable[[Question], Awaitable[Decision]] = True
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -101,6 +129,13 @@ class MCPServer:
                     f"MCPServer {self.name!r}: {name} must be a positive number of seconds, "
                     f"got {seconds!r}"
                 )
+        if not isinstance(self.sampling, bool):
+            raise ConfigurationError(f"MCPServer {self.name!r}: sampling is True or False")
+        if not isinstance(self.elicitation, bool) and not callable(self.elicitation):
+            raise ConfigurationError(
+                f"MCPServer {self.name!r}: elicitation is True, False, or an async function "
+                f"answering a Question; got {self.elicitation!r}"
+            )
         _sdk()
 
     @property
@@ -115,20 +150,32 @@ class MCPServer:
         return max(self.timeout_seconds, _MIN_START_SECONDS)
 
     @contextlib.asynccontextmanager
-    async def connect(self) -> AsyncIterator[ClientSession]:
+    async def connect(
+        self, *, roots: Sequence[Root] = (), calls: Calls | None = None
+    ) -> AsyncIterator[ClientSession]:
         """An initialized session, closed on leaving the block. A server that has not
-        answered `initialize` within `start_seconds` raises `TimeoutError`."""
+        answered `initialize` within `start_seconds` raises `TimeoutError`. `roots` is
+        what the session answers the server's `roots/list` with (see
+        `tether._mcp_client.backend_roots`; an agent passes its backend's). `calls` are
+        the tool calls in progress on it, whose runs answer the server's sampling and
+        questions (none by default: they are refused)."""
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(self.start_seconds):
-                    session = await self._handshake(stack)
+                    session = await self._handshake(stack, roots=roots, calls=calls)
             except TimeoutError:
                 raise TimeoutError(
                     f"no answer to initialize within {self.start_seconds:g} s"
                 ) from None
             yield session
 
-    async def _handshake(self, stack: contextlib.AsyncExitStack) -> ClientSession:
+    async def _handshake(
+        self,
+        stack: contextlib.AsyncExitStack,
+        *,
+        roots: Sequence[Root] = (),
+        calls: Calls | None = None,
+    ) -> ClientSession:
         """Start or reach the server and initialize a session, closed with `stack`."""
         mcp = _sdk()
         streams: tuple[Any, ...]  # what the session reads from and writes to, and more
@@ -156,7 +203,13 @@ class MCPServer:
             assert self.url is not None
             transport = streamable_http_client(self.url, http_client=client)
             streams = await stack.enter_async_context(transport)
-        session: ClientSession = await stack.enter_async_context(mcp.ClientSession(*streams[:2]))
+        opened = mcp.ClientSession(
+            *streams[:2],
+            list_roots_callback=list_roots(roots),
+            **session_options(self, calls if calls is not None else Calls()),
+        )
+        declare_form_only(opened)
+        session: ClientSession = await stack.enter_async_context(opened)
         await session.initialize()
         return session
 
@@ -184,18 +237,11 @@ class MCPServer:
         return list(listed.resources)
 
     async def read_resource(self, uri: str) -> list[TextPart | BinaryPart]:
-        """A resource's contents: text, or bytes as a `BinaryPart` (any media type: the
-        caller decides what to do with them), ready to put in a `UserMessage`."""
-        import base64
-
+        """A resource's contents, ready to put in a `UserMessage`: text (a blob of a text
+        type, such as text/plain or application/json, decoded), or bytes as a `BinaryPart`
+        (any other media type: the caller decides what to do with them)."""
         read = await self._ask(f"read {uri}", lambda session: session.read_resource(uri))
-        contents = read.contents
-        return [
-            TextPart(c.text)
-            if hasattr(c, "text")
-            else BinaryPart(base64.b64decode(c.blob), c.mime_type or "application/octet-stream")
-            for c in contents
-        ]
+        return await _off_loop_if_big(read.contents, _read)
 
     async def list_prompts(self) -> list[Any]:
         """The server's prompts (`name`, `description`, `arguments`), as the SDK describes
@@ -228,8 +274,11 @@ class _Connection:
     """One server's session, held open by a task of its own: when the server goes away,
     the SDK cancels the scopes of that task, not the caller's."""
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: MCPServer, roots: Sequence[Root] = ()) -> None:
         self.server = server
+        self.roots = roots
+        self.calls = Calls()
+        """The tool calls in progress on this connection (see `tether._mcp_asks`)."""
         self.session: ClientSession | None = None
         self.error: BaseException | None = None
         self.broken = False
@@ -242,7 +291,7 @@ class _Connection:
 
         async def hold() -> None:
             try:
-                async with self.server.connect() as session:
+                async with self.server.connect(roots=self.roots, calls=self.calls) as session:
                     self.session = session
                     ready.set()
                     await self._done.wait()
@@ -289,8 +338,9 @@ class _Link:
     when a call finds the connection gone (a crashed process, a restarted server). A
     replaced connection is closed once no call is using it any more."""
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: MCPServer, roots: Sequence[Root] = ()) -> None:
         self.server = server
+        self.roots = roots
         self._connection: _Connection | None = None
         self._users: dict[_Connection, int] = {}
         self._lock = asyncio.Lock()
@@ -312,7 +362,7 @@ class _Link:
             if not tried and (current is None or current is stale or not current.alive):
                 if current is not None and not self._users.get(current):
                     await current.close()
-                current = self._connection = _Connection(self.server)
+                current = self._connection = _Connection(self.server, self.roots)
                 self._attempts += 1
                 await current.open()
             if current is None:  # only when a close came in between: nothing to use
@@ -351,7 +401,7 @@ def _never_ran(exc: BaseException) -> bool:
         if error is None or id(error) in visited:
             continue
         visited.add(id(error))
-        if isinstance(error, MCPError) and error.message in _SESSION_GONE:
+        if isinstance(error, MCPError) and error.message.startswith(_SESSION_GONE):
             return True
         if isinstance(error, httpx2.ConnectError):
             return True
@@ -371,7 +421,9 @@ def _closed(exc: BaseException) -> bool:
 
 
 _SESSION_GONE = ("Session not found", "Session terminated")
-"""What the SDK's server says, and its client reports, for a session the server lost."""
+"""How the error for a request refused for want of its session begins: the SDK's server
+says the first, its client the second for a bare 404, and tether's HTTP client turns every
+404 or 400 about the session into the first (see `tether._mcp_http`)."""
 
 
 def _gone_session_filter(record: logging.LogRecord) -> bool:
@@ -407,10 +459,12 @@ class _Arguments(pydantic.BaseModel):
 
 class MCPTools(Capability):
     """The tools of `servers`, listed once. A run connects at its first call to a server and
-    disconnects when it ends, unless an `async with agent:` block holds the connections."""
+    disconnects when it ends, unless an `async with agent:` block holds the connections.
+    `roots` are the directories the servers are told the agent works in."""
 
-    def __init__(self, servers: Sequence[MCPServer]) -> None:
+    def __init__(self, servers: Sequence[MCPServer], *, roots: Sequence[Root] = ()) -> None:
         self.servers = {s.name: s for s in servers}
+        self.roots = tuple(roots)
         self._held: dict[str, _Link] | None = None
         self._held_loop: asyncio.AbstractEventLoop | None = None
         self._holders = 0
@@ -433,7 +487,7 @@ class MCPTools(Capability):
 
     async def on_agent_open(self) -> None:
         if self._held is None:
-            self._held = {name: _Link(server) for name, server in self.servers.items()}
+            self._held = {name: _Link(s, self.roots) for name, s in self.servers.items()}
             self._held_loop = asyncio.get_running_loop()
         self._holders += 1
 
@@ -448,7 +502,7 @@ class MCPTools(Capability):
         if self._held is not None and self._held_loop is asyncio.get_running_loop():
             state.data[_SESSIONS] = self._held  # the agent's, kept when the run ends
         else:
-            state.data[_SESSIONS] = {n: _Link(s) for n, s in self.servers.items()}
+            state.data[_SESSIONS] = {n: _Link(s, self.roots) for n, s in self.servers.items()}
 
     async def on_run_end(self, state: RunState) -> None:
         links = state.data.pop(_SESSIONS, {})
@@ -464,32 +518,22 @@ class MCPTools(Capability):
             link: _Link | None = context.state.data.get(_SESSIONS, {}).get(server.name)
             if link is None:
                 raise ToolError(f"MCP server {server.name!r} is not available: closed")
-            stale = None
-            for again in (True, False):
-                async with link.use(stale) as (connection, session):
-                    try:
-                        called = session.call_tool(remote, arguments)
-                        result = await _answer(called, server.timeout_seconds)
-                        break
-                    except (Exception, asyncio.CancelledError) as exc:
-                        task = asyncio.current_task()
-                        if isinstance(exc, asyncio.CancelledError) and task and task.cancelling():
-                            raise  # the run itself is being stopped
-                        if _closed(exc):
-                            connection.broken = True
-                        if again and _never_ran(exc):
-                            stale = connection  # refused unseen: once more, newly connected
-                            continue
-                        why = describe(connection.error) if connection.error else describe(exc)
-                        raise ToolError(
-                            f"MCP server {server.name!r} failed on {remote}: {why}"
-                        ) from exc
-            parts = [_part(c) for c in getattr(result, "content", None) or []]
+            progress = Progress(context)
+            running = Running(context)
+            try:
+                result = await _call(link, remote, arguments, progress, running)
+            except ToolError as exc:  # what tether declined is told all the same
+                raise ToolError(" ".join([str(exc), *running.notes])) from exc
+            finally:
+                progress.close()  # its last word goes out before the call's end
+            parts = await _parts(getattr(result, "content", None) or [])
+            notes = [TextPart(note) for note in running.notes]  # what tether declined
             if getattr(result, "is_error", False):
                 raise ToolError(
-                    " ".join(p.text for p in parts if isinstance(p, TextPart)) or "failed"
+                    " ".join(p.text for p in [*parts, *notes] if isinstance(p, TextPart))
+                    or "failed"
                 )
-            return parts or "(no output)"
+            return [*parts, *notes] or "(no output)"
 
         name = re.sub(r"[^A-Za-z0-9_-]", "_", server.tool_prefix + remote)[:64]
         schema = dict(spec.input_schema or {"type": "object"})
@@ -504,8 +548,74 @@ class MCPTools(Capability):
         )
 
 
+async def _call(
+    link: _Link, remote: str, arguments: dict[str, Any], progress: Progress, running: Running
+) -> Any:
+    """The server's answer to calling its tool `remote`, sent once more on a new
+    connection when the first try certainly did not reach the server. A question the
+    server asks the person meanwhile stops the call (`running.until_asked`)."""
+    server = link.server
+    stale = None
+    for again in (True, False):
+        async with link.use(stale) as (connection, session):
+            try:
+                called = session.call_tool(remote, arguments, progress_callback=progress)
+                with connection.calls.holding(running):
+                    return await running.until_asked(_answer(called, server.timeout_seconds))
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task and task.cancelling():
+                    raise  # the run itself is being stopped
+                never_ran = _never_ran(exc)
+                if never_ran or _closed(exc):
+                    connection.broken = True  # the next call connects anew
+                if again and never_ran:
+                    stale = connection  # refused unseen: once more, newly connected
+                    continue
+                why = describe(connection.error) if connection.error else describe(exc)
+                raise ToolError(f"MCP server {server.name!r} failed on {remote}: {why}") from exc
+    raise AssertionError("unreachable: the second try returns or raises")
+
+
 _SHOWN_BINARY = ("image/", "application/pdf")
 """Binary content a model can be shown; other bytes are described in words."""
+_TEXT_TYPES = re.compile(
+    r"text/.+|application/(json|xml|javascript|ecmascript|x-javascript|yaml|x-yaml|toml|sql|"
+    r"graphql|x-sh|x-python|csv|x-ndjson|[\w.-]+\+(json|xml|yaml))"
+)
+"""Media types of bytes that are text: a resource of one is decoded, not described."""
+
+
+def _text_of(data: bytes, mime: str) -> str | None:
+    """`data` as text when `mime` says it is text: in its charset when Python knows it
+    as a text encoding, else UTF-8; what does not decode is replaced, never refused."""
+    media, _, parameters = mime.partition(";")
+    if not _TEXT_TYPES.fullmatch(media.strip().lower()):
+        return None
+    charset = re.search(r"charset\s*=\s*\"?([\w.:-]+)", parameters, re.IGNORECASE)
+    if charset is not None:
+        with contextlib.suppress(LookupError):  # unknown, or not a text encoding
+            return data.decode(charset.group(1), "replace")
+    return data.decode("utf-8", "replace")
+
+
+async def _off_loop_if_big(contents: Sequence[Any], convert: Callable[[Any], _T]) -> list[_T]:
+    """`convert` of each item, in a worker thread when they carry much base64 (decoding
+    megabytes would hold the event loop)."""
+    from tether._mcp_stdio import OFF_LOOP_BYTES
+
+    def weight(item: Any) -> int:
+        inner = getattr(item, "resource", item)
+        return len(getattr(item, "data", None) or "") + len(getattr(inner, "blob", None) or "")
+
+    if sum(map(weight, contents)) <= OFF_LOOP_BYTES:
+        return [convert(c) for c in contents]
+    return await asyncio.to_thread(lambda: [convert(c) for c in contents])
+
+
+async def _parts(contents: Sequence[Any]) -> list[TextPart | BinaryPart]:
+    """An MCP tool result's content as the model should see it."""
+    return await _off_loop_if_big(contents, _part)
 
 
 def _part(content: Any) -> TextPart | BinaryPart:
@@ -527,13 +637,30 @@ def _part(content: Any) -> TextPart | BinaryPart:
 
 
 def _resource(resource: Any) -> TextPart | BinaryPart:
-    """An embedded resource: its text, or its bytes when a model can be shown them."""
+    """An embedded resource: its text (a blob of a text type decoded), or its bytes when
+    a model can be shown them, else a line saying what they are."""
     import base64
 
     if hasattr(resource, "text"):
         return TextPart(f"[resource {resource.uri}]\n{resource.text}")
     mime = getattr(resource, "mime_type", None) or "application/octet-stream"
     data = base64.b64decode(resource.blob)
+    text = _text_of(data, mime)
+    if text is not None:
+        return TextPart(f"[resource {resource.uri}]\n{text}")
     if mime.startswith(_SHOWN_BINARY):
         return BinaryPart(data, mime)
     return TextPart(f"[resource {resource.uri}: {len(data):,} bytes of {mime}, not shown]")
+
+
+def _read(contents: Any) -> TextPart | BinaryPart:
+    """One piece of a resource read for the user's code: text (a blob of a text type
+    decoded), or the bytes of any other type."""
+    import base64
+
+    if hasattr(contents, "text"):
+        return TextPart(contents.text)
+    mime = contents.mime_type or "application/octet-stream"
+    data = base64.b64decode(contents.blob)
+    text = _text_of(data, mime)
+    return BinaryPart(data, mime) if text is None else TextPart(text)

@@ -12,11 +12,15 @@ from tether.messages import Message, ToolCall, Usage
 if TYPE_CHECKING:
     from tether.limits import Budget
 
-__all__ = ["FILES_SEEN", "RunState", "Todo", "TodoStatus", "ToolContext"]
+__all__ = ["FILES_SEEN", "SAMPLE", "RunState", "Todo", "TodoStatus", "ToolContext"]
 
 FILES_SEEN = "files_seen"
 """In RunState.data: a digest of each file as the agent last read or wrote it, by path,
 so that an edit made from an older reading is refused. The thread keeps it."""
+SAMPLE = "sample"
+"""In RunState.data: `async (ModelRequest) -> ModelResponse`, a request to the run's own
+model made for a tool (an MCP server's sampling), counted in the run's usage, cost and
+budget, and refused with a `ToolError` once the budget is spent."""
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
 

@@ -318,11 +318,11 @@ def test_a_run_goes_on_when_its_client_leaves_and_another_can_watch_it(tmp_path:
         assert c.get("/api/agents/a/threads/t").json()["status"] == "running"
         with c.stream("GET", "/api/agents/a/threads/t/events") as watching:
             lines = watching.iter_lines()
+            started = next(line for line in lines if line.startswith("data: "))
+            assert "RUN_STARTED" in started  # first, as an AG-UI client needs it
             snapshot = next(line for line in lines if line.startswith("data: "))
             assert "MESSAGES_SNAPSHOT" in snapshot
             assert '"content":"Work."' in snapshot  # the message the run answers
-            started = next(line for line in lines if line.startswith("data: "))
-            assert "RUN_STARTED" in started
             _set_on_server(loop_release[0])
             rest = "\n\n".join(lines)
         assert "finished without anyone" in rest
@@ -487,3 +487,64 @@ def test_a_calls_arguments_stream_and_end_before_the_next_thing() -> None:
     assert {
         e.subagent_run_id for batch in said for e in batch if e.type.value != "STATE_SNAPSHOT"
     } == {"task:coder#1"}
+
+
+def test_every_tether_event_has_an_ag_ui_form() -> None:
+    from typing import get_args
+
+    from tether.events import Event
+    from tether.serve._agui import Translator
+
+    kinds = [cls.__dataclass_fields__["kind"].default for cls in get_args(Event)]
+    assert [k for k in kinds if not hasattr(Translator, f"_on_{k}")] == []
+
+
+def test_the_calls_of_a_reply_name_it_as_their_parent_streamed_or_told_whole() -> None:
+    """As a durable run tells its replies: text and calls of one reply go on one message;
+    the calls of the next reply (no text) on a message of their own."""
+    from tether.events import ModelDelta, ToolCallFinished, ToolCallStarted
+    from tether.messages import ToolResult
+    from tether.serve._agui import Translator
+
+    main = ("main",)
+    one, two, three = (ToolCall("add", {"a": n}, id=f"c{n}") for n in (1, 2, 3))
+    translator = Translator("t", "r")
+    told = [
+        ModelDelta(main, "text", "Adding."),
+        ToolCallStarted(main, one),
+        ToolCallStarted(main, two),
+        ToolCallFinished(main, one, ToolResult.of(one, "1")),
+        ToolCallFinished(main, two, ToolResult.of(two, "2")),
+        ToolCallStarted(main, three),
+        ToolCallFinished(main, three, ToolResult.of(three, "3")),
+    ]
+    found = [e for event in told for e in translator.translate(event)]
+    text = next(e.message_id for e in found if e.type.value == "TEXT_MESSAGE_START")
+    parents = {
+        e.tool_call_id: e.parent_message_id for e in found if e.type.value == "TOOL_CALL_START"
+    }
+    assert parents["c1"] == parents["c2"] == text
+    assert parents["c3"] not in (None, text)
+
+
+async def test_a_new_message_while_calls_wait_says_what_they_wait_for(tmp_path: Path) -> None:
+    turn: list[Any] = [ToolCall("deploy", {"target": "prod"}), ToolCall("pick", {})]
+    log: list[str] = []
+    agent = deploy_agent(tmp_path, log)
+    agent = create_agent(
+        ScriptedModel([turn]),
+        tools=list(agent.tools),
+        checkpointer=f"sqlite:///{tmp_path}/runs.db",
+        interrupt_on={"deploy": True},
+    )
+    page = {"name": "pick", "description": "Pick.", "parameters": {"type": "object"}}
+    async with client(app({"ops": agent}, token=TOKEN)) as c:
+        first = events(
+            (await c.post("/api/agents/ops", json=run_input("t1", "Go.", tools=[page]))).text
+        )
+        pending = first[-1]["metadata"]["pending_tool_call_ids"]
+        refused = await c.post("/api/agents/ops", json=run_input("t1", "Something else."))
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert f"results of frontend calls {pending}" in error
+    assert f"resume entries deciding interrupts ['{waiting_on(first)}']" in error

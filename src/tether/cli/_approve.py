@@ -23,6 +23,7 @@ from tether.approval import (
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
 from tether.cli._permissions import Allowances
+from tether.cli._questions import ask_question
 from tether.cli._render import asked_by, shown
 from tether.tools.files import change_diff
 
@@ -63,6 +64,10 @@ def ask(
 
     decisions: list[Decision] = []
     for number, request in enumerate(requests, 1):
+        if request.question is not None:  # a server's question: only the person answers
+            title = f"Question {number} of {len(requests)}: {request.tool}"
+            decisions.append(ask_question(request, console, title))
+            continue
         if allowances is not None and allowances.covers(request.tool, request.args):
             decisions.append(Approve())
             continue

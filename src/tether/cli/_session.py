@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tether.checkpoint.journal import Thread
     from tether.events import Event
     from tether.models.base import Model
+    from tether.questions import Question
 
 __all__ = [
     "Interrupted",
@@ -687,12 +688,31 @@ def explain_wait(requests: list[ApprovalRequest], thread_id: str, output: Output
     from tether.cli._render import request_line
 
     lines = [f"Waiting for approval of {len(requests)} call(s):"]
-    lines += [f"  {request_line(request)}" for request in requests]
+    for request in requests:
+        lines.append(f"  {request_line(request)}")
+        if request.question is not None:  # a server's question, with its form
+            lines += question_lines(request.question)
     lines.append(
         f"Continue with: tether resume {thread_id} "
         "(on a terminal, or with --approve, --reject or --decisions FILE)"
     )
+    if any(request.question is not None for request in requests):
+        lines.append(
+            'A question is answered with --decisions FILE holding {"kind": "answer", '
+            '"content": {field: value}} (or "action": "decline" or "cancel")'
+        )
     output.notice("\n".join(lines))
+
+
+def question_lines(question: Question) -> list[str]:
+    """A server's question as lines under its call: who asks, what, and the form."""
+    from tether.cli._questions import describe_field
+    from tether.cli._render import shown
+
+    said = shown(question.message, keep="\n").replace("\n", "\n      ")
+    lines = [f"    {shown(question.asker)} asks: {said}"]
+    lines += [f"      {describe_field(*field)}" for field in question.fields]
+    return lines
 
 
 def _why_stopped(reason: str, thread_id: str) -> str:

@@ -13,9 +13,14 @@ The API, under `/api/agents/{agent}`:
 - `POST` (an AG-UI `RunAgentInput`): a run, streamed as server-sent AG-UI events. The
   last message, when it is the user's, starts a run on `threadId`; `resume` entries
   answer the interrupts a run stopped at (`payload` is a decision,
-  `{"kind": "approve" | "edit" | "reject" | "respond", "args"?, "message"?}`); with
-  neither, the thread's unfinished run goes on from its last step. A run goes on when
-  its client leaves.
+  `{"kind": "approve" | "edit" | "reject" | "respond", "args"?, "message"?}`); tool
+  messages at the end of `messages` give the results of the frontend calls it stopped
+  at; with none of these, the thread's unfinished run goes on from its last step. A run
+  goes on when its client leaves. `tools` are frontend tools: the model may call them
+  beside the agent's own, and the client runs them (see `_tools`). A resumed run does
+  not announce again the calls the client's `messages` hold; when a decision changed
+  one's arguments, a MESSAGES_SNAPSHOT of the client's own messages, with them put
+  right, follows RUN_STARTED.
 - `GET /threads`, `GET|DELETE /threads/{id}`: the threads, one in full, deleting one.
 - `GET /threads/{id}/events`: the live run of the thread, from its first event.
 - `POST /threads/{id}/stop`: end the thread's run where it stands (live or waiting).
@@ -31,7 +36,8 @@ import re
 import secrets
 import sys
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +45,9 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from tether.agent import Agent, checked_run_thread_id
-from tether.approval import ApprovalRequest
+from tether.approval import ApprovalRequest, Decision, Edit
 from tether.errors import AlreadyDecidedError, ConfigurationError, TetherError, ThreadBusyError
-from tether.serve import _agui
+from tether.serve import _agui, _tools
 from tether.serve._decisions import OneAtATime, decisions_of
 from tether.serve._live import LiveRuns
 
@@ -52,6 +58,8 @@ if TYPE_CHECKING:
 
     from tether.checkpoint.journal import Thread
     from tether.durable.dbos import DurableAgent
+    from tether.events import Event
+    from tether.models.base import ToolSpec
 
 __all__ = ["TOKEN_VARIABLE", "app", "new_token"]
 
@@ -59,6 +67,8 @@ TOKEN_VARIABLE = "TETHER_SERVE_TOKEN"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _ABANDON_WAIT = 30.0  # seconds a stopped durable run's worker has to finish its step
 _DECIDE_WAIT = 10.0  # seconds a decision waits for the one before it, or for the lease
+_MOST_BODY = 32 * 1024 * 1024  # bytes of a run request
+_PARSED_ON_LOOP = 256 * 1024  # bytes of a run request read on the event loop; more, off it
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -349,13 +359,9 @@ class _Server:
             with contextlib.suppress(TetherError):
                 events = await _durable_following(durable, thread_id)
                 before = _agui.messages(await agent.ahistory(thread_id))
+                watch = _agui.Translator(thread_id, f"watch_{uuid.uuid4().hex[:12]}")
                 live = await self.live.start(
-                    name,
-                    agent,
-                    thread_id,
-                    f"watch_{uuid.uuid4().hex[:12]}",
-                    events=events,
-                    before=before,
+                    name, agent, thread_id, watch, events=events, before=before
                 )
         if live is None:
             return _error(404, f"thread {thread_id!r} has no run going on here")
@@ -385,33 +391,43 @@ class _Server:
         return JSONResponse({"stopped": thread_id})
 
     async def run(self, request: Request) -> Response:
-        from ag_ui.core import RunAgentInput
+        from starlette.responses import Response
 
         name, agent = self._agent(request)
+        given = await _run_input(request)
+        if isinstance(given, Response):  # refused
+            return given
         try:
-            given = RunAgentInput.model_validate_json(await request.body())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
-        if given.resume:  # one decision at a time here, each reading what the last left
+            tools = _tools.client_tools(given.tools or ())
+            if tools and name in self.durables:
+                raise ConfigurationError(
+                    "frontend tools are not taken by a durable agent: its runs go on in "
+                    "workers that cannot reach the client; send the run without `tools`"
+                )
+        except ConfigurationError as exc:
+            return _refusal(exc)
+        if given.resume or _tools.trailing(given.messages):
+            # one decision at a time here, each reading what the last left
             async with self.deciding.turn(name, given.thread_id):
                 live = self.live.get(name, given.thread_id)
                 if live is not None:  # the stream of the decision before this one
                     try:  # what is not waiting is refused at once, without waiting
-                        decisions_of(await _thread(agent, given.thread_id), given.resume)
+                        decided = _decisions(await _thread(agent, given.thread_id), given)
                     except TetherError as exc:
                         return _refusal(exc)
-                    await live.ended(_DECIDE_WAIT)  # at once, unless that decision was the last
-                return await self._start(name, agent, given)
+                    if decided:  # at once, unless that decision was the last
+                        await live.ended(_DECIDE_WAIT)
+                return await self._start(name, agent, given, tools)
         if _prompt(given) is not None:
             try:
                 checked_run_thread_id(given.thread_id)
             except ConfigurationError as exc:
                 return _refusal(exc)
-        return await self._start(name, agent, given)
+        return await self._start(name, agent, given, tools)
 
-    async def _start(self, name: str, agent: Agent[Any], given: Any) -> Response:
+    async def _start(
+        self, name: str, agent: Agent[Any], given: Any, tools: tuple[ToolSpec, ...]
+    ) -> Response:
         """Start what `given` asks on its thread as the thread's live run, and stream it."""
         thread_id = given.thread_id
         run_id = given.run_id or f"run_{uuid.uuid4().hex[:16]}"
@@ -419,20 +435,53 @@ class _Server:
             return _error(409, f"thread {thread_id!r} has a run going on; watch it or stop it")
         durable = self.durables.get(name)
         try:
-            before = _agui.messages(await agent.ahistory(thread_id))
+            thread = await _thread(agent, thread_id)
+            before = _agui.messages(thread.messages)
             if durable is not None:
-                events = await _durable_events(durable, given)
+                work = await _durable_events(durable, given)
             else:
-                events = await _run_events(agent, given)
+                work = _run_events(agent, thread, given, tools)
             prompt = _prompt(given)
             if prompt is not None:  # a watcher sees the message the run answers
                 before.append(_agui.AguiUser(id=f"m{len(before)}", content=prompt))
+            snapshot = _agui.corrected(given.messages, work.edits) if work.edits else None
+            translator = _agui.Translator(
+                thread_id,
+                run_id,
+                known_calls=_agui.call_ids(given.messages),
+                known_results=_agui.answered_ids(given.messages),
+                opening=[snapshot] if snapshot is not None else [],
+            )
             live = await self.live.start(
-                name, agent, thread_id, run_id, events=events, before=before
+                name, agent, thread_id, translator, events=work.events, before=before
             )
         except (TetherError, ValueError) as exc:
             return _refusal(exc)
         return _stream(live.follow())
+
+
+async def _run_input(request: Request) -> Any:
+    """The request's AG-UI RunAgentInput, or the answer (a Response) refusing it: too
+    long, or not one. A long one is read off the event loop."""
+    from ag_ui.core import RunAgentInput
+
+    declared = request.headers.get("content-length", "")
+    too_long = _error(413, f"a run request is {_MOST_BODY} bytes at most")
+    if declared.isdigit() and int(declared) > _MOST_BODY:
+        return too_long
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MOST_BODY:
+            return too_long
+    try:
+        if len(body) > _PARSED_ON_LOOP:
+            return await asyncio.to_thread(RunAgentInput.model_validate_json, bytes(body))
+        return RunAgentInput.model_validate_json(bytes(body))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
 
 
 def _stream(chunks: AsyncIterator[str]) -> Response:
@@ -448,17 +497,71 @@ async def _thread(agent: Agent[Any], thread_id: str) -> Thread:
     return await read_thread(agent._checkpointer(), thread_id)
 
 
-async def _run_events(agent: Agent[Any], given: Any) -> Any:
-    """What to run for an AG-UI input: a function giving the run's tether events."""
+@dataclass(frozen=True)
+class _Work:
+    """What a run request starts: a function giving the run's tether events, and the
+    arguments of the calls a decision changed, by call id (the client holds others)."""
+
+    events: Callable[[], AsyncIterator[Event]]
+    edits: dict[str, Any] = field(default_factory=dict)
+
+
+def _decisions(thread: Thread, given: Any) -> dict[str, Decision]:
+    """The decisions a run request gives by call id: its resume entries' and the results
+    its tool messages give frontend calls."""
+    chosen = decisions_of(thread, given.resume) if given.resume else {}
+    for call_id, answer in _tools.answers(thread, given.messages).items():
+        if call_id in chosen:
+            raise ConfigurationError(
+                f"call {call_id!r} is answered by a resume entry and a tool message"
+            )
+        chosen[call_id] = answer
+    return chosen
+
+
+def _edits(thread: Thread, decisions: Mapping[str, Decision]) -> dict[str, Any]:
+    """The arguments decisions changed, these and those the thread holds already."""
+    edits = {k: d["args"] for k, d in thread.decisions.items() if d.get("kind") == "edit"}
+    edits.update((k, dict(d.args)) for k, d in decisions.items() if isinstance(d, Edit))
+    return edits
+
+
+def _run_events(
+    agent: Agent[Any], thread: Thread, given: Any, tools: tuple[ToolSpec, ...]
+) -> _Work:
+    """What to run for an AG-UI input on `thread` (as it is now)."""
     thread_id = given.thread_id
-    if given.resume:
-        thread = await _thread(agent, thread_id)
-        decisions = decisions_of(thread, given.resume)
-        return lambda: agent.stream_resume(thread_id, decisions=decisions, wait=_DECIDE_WAIT)
+    decisions = _decisions(thread, given)
+    if decisions:
+        return _Work(
+            lambda: agent.stream_resume(
+                thread_id, decisions=decisions, wait=_DECIDE_WAIT, client_tools=tools
+            ),
+            _edits(thread, decisions),
+        )
     prompt = _prompt(given)
     if prompt is not None:
-        return lambda: agent.stream(prompt, thread_id=thread_id)
-    return lambda: agent.stream_resume(thread_id)
+        _refuse_while_waiting(thread)
+        return _Work(lambda: agent.stream(prompt, thread_id=thread_id, client_tools=tools))
+    return _Work(lambda: agent.stream_resume(thread_id, client_tools=tools))
+
+
+def _refuse_while_waiting(thread: Thread) -> None:
+    """A new message on a thread whose run waits is refused, saying what it waits for."""
+    waiting = thread.requests
+    if not waiting:
+        return
+    pending = [r.call_id for r in waiting if r.client_tool]
+    asked = [_agui.interrupt_id(r) for r in waiting if not r.client_tool]
+    needs = []
+    if pending:
+        needs.append(f"tool messages with the results of frontend calls {pending}")
+    if asked:
+        needs.append(f"resume entries deciding interrupts {asked}")
+    raise ConfigurationError(
+        f"thread {thread.thread_id!r} waits for {' and '.join(needs)}; send those, or stop "
+        "the thread's run (POST .../stop) before a new message"
+    )
 
 
 def _prompt(given: Any) -> str | None:
@@ -469,7 +572,7 @@ def _prompt(given: Any) -> str | None:
     return _text_of(last.content)
 
 
-async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
+async def _durable_events(durable: DurableAgent[Any], given: Any) -> _Work:
     """For a durable agent: queue the run (or send the decisions) for a worker, and a
     function giving its events, read from the thread as the worker records it."""
     from tether.serve._durable import Cursor, followed
@@ -477,8 +580,8 @@ async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
     thread_id = given.thread_id
     thread = await durable._client.thread(thread_id)
     cursor = Cursor.at(thread)
-    if given.resume:
-        decisions = decisions_of(thread, given.resume)
+    decisions = _decisions(thread, given)
+    if decisions:
         handle = await asyncio.to_thread(durable.handle, thread_id)
         await handle.adecide(decisions)
     else:
@@ -489,7 +592,7 @@ async def _durable_events(durable: DurableAgent[Any], given: Any) -> Any:
                 "send a message or decisions"
             )
         handle = await durable.aenqueue(prompt, thread_id=thread_id)
-    return lambda: followed(durable, handle, cursor)
+    return _Work(lambda: followed(durable, handle, cursor), _edits(thread, decisions))
 
 
 async def _durable_following(durable: DurableAgent[Any], thread_id: str) -> Any:
@@ -527,6 +630,8 @@ def _text_of(content: Any) -> str:
 def _status(thread: Thread, live: bool) -> str:
     if live:
         return "running"
+    if thread.interrupts and all(r.client_tool for r in thread.requests):
+        return "waiting for tool results"
     if thread.interrupts:
         return "waiting for approval"
     if thread.stop_reason is None:

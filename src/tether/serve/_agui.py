@@ -11,7 +11,7 @@ interrupts of the run's finished event.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ag_ui.core import (
@@ -22,6 +22,7 @@ from ag_ui.core import (
     CustomEvent,
     FunctionCall,
     Interrupt,
+    MessagesSnapshotEvent,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -69,6 +70,7 @@ from tether.events import (
     TodosUpdated,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
 )
 from tether.messages import (
     AssistantMessage,
@@ -84,10 +86,14 @@ from tether.tools.files import change_diff
 __all__ = [
     "AguiUser",
     "Translator",
+    "answered_ids",
+    "call_ids",
     "change_of",
+    "corrected",
     "interrupt",
     "interrupt_id",
     "messages",
+    "result_text",
     "subagent_id",
     "token_usage",
 ]
@@ -105,17 +111,22 @@ def interrupt_id(request: ApprovalRequest) -> str:
 
 
 def interrupt(request: ApprovalRequest) -> Interrupt:
-    """An approval request as an AG-UI interrupt; `metadata` holds what a card shows."""
+    """An approval request as an AG-UI interrupt; `metadata` holds what a card shows.
+    (A frontend call is no interrupt of a run's: its id is in `pendingToolCallIds`. The
+    page shows it as a card all the same, for a person to answer in the client's stead.)"""
     shown: dict[str, Any] = {
         "tool": request.tool,
         "args": request.args,
         "allowed": list(request.allowed),
         "path": list(request.path),
     }
+    if request.question is not None:  # a server's question: its message and its form
+        shown["question"] = to_jsonable_python(request.question)
+    waits = "the client's result" if request.client_tool else "a decision"
     return Interrupt(
         id=interrupt_id(request),
-        reason="tool_approval",
-        message=f"{request.tool} waits for a decision",
+        reason="frontend_tool" if request.client_tool else "tool_approval",
+        message=f"{request.tool} waits for {waits}",
         tool_call_id=request.call_id,
         subagent_run_id=subagent_id(request.path),
         metadata=shown,
@@ -142,7 +153,8 @@ def change_of(call: ToolCall, before: str | None = None) -> dict[str, Any] | Non
     return {"path": call.args["file_path"], "tool": call.name, "diff": diff}
 
 
-def _result_text(result: ToolResult) -> str:
+def result_text(result: ToolResult) -> str:
+    """A result's text as the client is sent it."""
     return result.text or ("(binary content)" if result.content else "")
 
 
@@ -171,34 +183,127 @@ def messages(history: Sequence[Message], *, prefix: str = "m") -> list[Any]:
                     ToolMessage(
                         id=f"{mid}.{n}",
                         tool_call_id=result.call_id,
-                        content=_result_text(result),
-                        error=_result_text(result) if result.is_error else None,
+                        content=result_text(result),
+                        error=result_text(result) if result.is_error else None,
                     )
                 )
     return out
+
+
+def call_ids(given: Sequence[Any]) -> set[str]:
+    """The ids of the tool calls in AG-UI messages (those a client sent: what it holds)."""
+    return {c.id for m in given if m.role == "assistant" for c in (m.tool_calls or ())}
+
+
+def answered_ids(given: Sequence[Any]) -> set[str]:
+    """The ids of the calls whose results AG-UI messages hold (as tool messages)."""
+    return {m.tool_call_id for m in given if m.role == "tool"}
+
+
+def corrected(given: Sequence[Any], args: Mapping[str, Any]) -> MessagesSnapshotEvent | None:
+    """A snapshot of the client's own messages `given`, with the arguments of the calls
+    in `args` (by call id; a decision changed them) as they are now; None when the client
+    holds none of them with other arguments. The ids are the client's, so it keeps every
+    message where it is and only those arguments change."""
+    out: list[Any] = []
+    changed = False
+    for message in given:
+        calls: list[Any] = (message.tool_calls if message.role == "assistant" else None) or []
+        stale = [c for c in calls if c.id in args and not _same(c.function.arguments, args[c.id])]
+        if stale:
+            changed = True
+            fixed = [_with_args(c, args[c.id]) if c in stale else c for c in calls]
+            out.append(message.model_copy(update={"tool_calls": fixed}))
+        else:
+            out.append(message)
+    return MessagesSnapshotEvent(messages=out) if changed else None
+
+
+def _same(arguments: str, args: Any) -> bool:
+    try:
+        return bool(json.loads(arguments) == args)
+    except ValueError:
+        return False
+
+
+def _with_args(call: AguiToolCall, args: Any) -> AguiToolCall:
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    function = call.function.model_copy(update={"arguments": text})
+    return call.model_copy(update={"function": function})
+
+
+_FAILED = ("error", "content_filter")
+"""How runs end that raise: the error's own RUN_ERROR reports them."""
 
 
 class Translator:
     """Turns one run's tether events into AG-UI events, in order.
 
     `thread_id` and `run_id` are the AG-UI run's. Text, thinking and tool calls are
-    numbered per run, so message ids never repeat within it.
+    numbered per run, so message ids never repeat within it. A model's reply is one
+    assistant message: its text streams under the reply's id, and its calls name that
+    id as their `parentMessageId`, so a client files them together.
+
+    `known_calls` are the ids of the calls the client has already (those of its input's
+    messages): a resumed run does not announce them again, since a client adds the
+    arguments of each announcement to what it holds; nor does it send the results it
+    has (`known_results`, by call id: a frontend tool's, which the client gave).
+    `opening` goes right after the main run's RUN_STARTED (a messages snapshot that
+    corrects what the client holds).
     """
 
-    def __init__(self, thread_id: str, run_id: str) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        known_calls: Collection[str] = (),
+        known_results: Collection[str] = (),
+        opening: Sequence[BaseEvent] = (),
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self._count = 0
         self._text: dict[tuple[str, ...], str] = {}
         self._thinking: dict[tuple[str, ...], str] = {}
         self._announced: set[tuple[tuple[str, ...], str]] = set()
+        self._known = frozenset(known_calls)
+        self._known_results = frozenset(known_results)
+        self._opening = list(opening)
         self._streaming: dict[tuple[str, ...], list[str]] = {}
         """By agent path: the calls whose arguments are streaming in, not ended yet."""
+        self._reply: dict[tuple[str, ...], str] = {}
+        """By agent path: the id of the reply the model is writing now."""
+        self._last_reply: dict[tuple[str, ...], str] = {}
+        self._answered: set[tuple[str, ...]] = set()
+        """The paths whose last reply had a call answered: a call announced now is of a
+        reply of its own."""
+        self._parent: dict[str, str] = {}
+        """The reply each call streamed in, by call id."""
         self._state: dict[str, Any] = {"todos": [], "steps": 0, "usage": {}, "cost_usd": 0.0}
 
     def _id(self, kind: str) -> str:
         self._count += 1
         return f"{self.run_id}.{kind}{self._count}"
+
+    def _reply_id(self, path: tuple[str, ...]) -> str:
+        """The id of the reply being written at `path`, made when it begins."""
+        mid = self._reply.get(path)
+        if mid is None:
+            mid = self._reply[path] = self._last_reply[path] = self._id("reply")
+            self._answered.discard(path)
+        return mid
+
+    def _parent_of(self, call_id: str, path: tuple[str, ...]) -> str:
+        """The reply a call belongs to: the one it streamed in, else the reply at `path`
+        (the last one, until one of its calls was answered)."""
+        found = self._parent.get(call_id)
+        if found is None:
+            last = self._last_reply.get(path)
+            if path in self._reply or last is None or path in self._answered:
+                last = self._reply_id(path)
+            found = self._parent[call_id] = last
+        return found
 
     def translate(self, event: Event) -> list[BaseEvent]:
         """The AG-UI events `event` stands for: none for a main run's end in an error,
@@ -210,6 +315,7 @@ class Translator:
         return [*self._close(event.path), *self._announce(event.call, event.path)]
 
     def _on_step_finished(self, event: StepFinished) -> list[BaseEvent]:
+        self._reply.pop(event.path, None)  # the reply is whole
         usage = to_jsonable_python(event.usage)
         self._state.update(steps=event.steps, usage=usage, cost_usd=event.cost_usd)
         return [*self._close(event.path), StateSnapshotEvent(snapshot=dict(self._state))]
@@ -221,6 +327,16 @@ class Translator:
             return [CustomEvent(name="tether.todos", value=todos, subagent_run_id=sub)]
         self._state["todos"] = todos
         return [StateSnapshotEvent(snapshot=dict(self._state))]
+
+    def _on_tool_progress(self, event: ToolProgress) -> list[BaseEvent]:
+        value = {
+            "call_id": event.call_id,
+            "progress": event.progress,
+            "total": event.total,
+            "message": event.message,
+        }
+        sub = subagent_id(event.path)
+        return [CustomEvent(name="tether.tool_progress", value=value, subagent_run_id=sub)]
 
     def _on_compacted(self, event: Compacted) -> list[BaseEvent]:
         value = {
@@ -242,7 +358,8 @@ class Translator:
     def _on_run_started(self, event: RunStarted) -> list[BaseEvent]:
         sub = subagent_id(event.path)
         if sub is None:
-            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+            opening, self._opening = self._opening, []
+            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id), *opening]
         name = event.path[-1].removeprefix("task:").split("#")[0]
         parent = subagent_id(event.path[:-1])
         return [SubagentStartedEvent(subagent_run_id=sub, name=name, parent_subagent_run_id=parent)]
@@ -274,7 +391,7 @@ class Translator:
                 out += self._end_thinking(path)
             mid = self._text.get(path)
             if mid is None:
-                mid = self._text[path] = self._id("text")
+                mid = self._text[path] = self._reply_id(path)
                 out.append(
                     TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=sub)
                 )
@@ -298,7 +415,10 @@ class Translator:
         """A piece of a call's arguments. A call whose tool the provider does not name as
         it streams is announced whole instead, when it starts or waits."""
         path, call_id = event.path, event.call_id
-        if call_id is None or event.tool is None:
+        if call_id is None:
+            return []
+        self._parent.setdefault(call_id, self._reply_id(path))
+        if event.tool is None:
             return []
         sub = subagent_id(path)
         out: list[BaseEvent] = []
@@ -308,7 +428,10 @@ class Translator:
             self._streaming.setdefault(path, []).append(call_id)
             out.append(
                 ToolCallStartEvent(
-                    tool_call_id=call_id, tool_call_name=event.tool, subagent_run_id=sub
+                    tool_call_id=call_id,
+                    tool_call_name=event.tool,
+                    parent_message_id=self._parent[call_id],
+                    subagent_run_id=sub,
                 )
             )
         elif call_id not in self._streaming.get(path, ()):
@@ -347,13 +470,20 @@ class Translator:
         return out
 
     def _announce(self, call: ToolCall, path: tuple[str, ...]) -> list[BaseEvent]:
+        """A whole call, unless the client has it: from this run, or from its input."""
         key = (path, call.id)
-        if key in self._announced:
+        if key in self._announced or call.id in self._known:
             return []
         self._announced.add(key)
         sub = subagent_id(path)
+        start = ToolCallStartEvent(
+            tool_call_id=call.id,
+            tool_call_name=call.name,
+            parent_message_id=self._parent_of(call.id, path),
+            subagent_run_id=sub,
+        )
         return [
-            ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name, subagent_run_id=sub),
+            start,
             ToolCallArgsEvent(tool_call_id=call.id, delta=_arguments(call), subagent_run_id=sub),
             ToolCallEndEvent(tool_call_id=call.id, subagent_run_id=sub),
         ]
@@ -361,6 +491,10 @@ class Translator:
     def _on_tool_call_finished(self, event: ToolCallFinished) -> list[BaseEvent]:
         result, sub = event.result, subagent_id(event.path)
         out = [*self._close(event.path), *self._announce(event.call, event.path)]
+        self._reply.pop(event.path, None)  # calls are answered: what the model says next is new
+        self._answered.add(event.path)
+        if event.call.id in self._known_results:
+            return out
         facts: dict[str, Any] = {"is_error": result.is_error}
         if event.decided is not None:
             facts["decided"] = event.decided
@@ -368,7 +502,7 @@ class Translator:
             ToolCallResultEvent(
                 message_id=self._id("result"),
                 tool_call_id=event.call.id,
-                content=_result_text(result),
+                content=result_text(result),
                 role="tool",
                 subagent_run_id=sub,
                 metadata=facts,
@@ -385,7 +519,7 @@ class Translator:
         out = self._close(event.path)
         output = to_jsonable_python(result.output)
         if sub is not None:
-            if result.stop_reason == "error":
+            if result.stop_reason in _FAILED:
                 out.append(SubagentErrorEvent(subagent_run_id=sub, message="the subagent failed"))
                 return out
             outcome: Any = SubagentFinishedSuccessOutcome()
@@ -394,19 +528,25 @@ class Translator:
                 outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=ids)
             out.append(SubagentFinishedEvent(subagent_run_id=sub, result=output, outcome=outcome))
             return out
-        if result.stop_reason == "error":
+        if result.stop_reason in _FAILED:
             return out  # `failed` reports it, with the error's message
+        asked = [r for r in result.interrupts if not r.client_tool]
+        pending = [r.call_id for r in result.interrupts if r.client_tool]
         end: Any = RunFinishedSuccessOutcome()
-        if result.stop_reason == "interrupted" and result.interrupts:
-            end = RunFinishedInterruptOutcome(interrupts=[interrupt(r) for r in result.interrupts])
+        if result.stop_reason == "interrupted" and asked:
+            end = RunFinishedInterruptOutcome(interrupts=[interrupt(r) for r in asked])
+        elif result.stop_reason == "interrupted" and pending:  # the client's to answer
+            end = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
         elif result.stop_reason == "cancelled":
             end = RunFinishedCancelledOutcome()
-        facts = {
+        facts: dict[str, Any] = {
             "stop_reason": result.stop_reason,
             "steps": result.steps,
             "cost_usd": result.cost_usd,
             "tether_run_id": result.run_id,
         }
+        if pending:
+            facts["pending_tool_call_ids"] = pending
         out.append(
             RunFinishedEvent(
                 thread_id=self.thread_id,

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tether.approval import Decision, Reject, decision_from_json, decision_of
+from tether.approval import Answer, Decision, Reject, decision_from_json, decision_of
 from tether.errors import AlreadyDecidedError, ConfigurationError
 from tether.serve import _agui
 
@@ -34,6 +34,8 @@ def decisions_of(thread: Thread, entries: Sequence[Any]) -> dict[str, Decision]:
             _refuse_unknown(thread, entry.interrupt_id, sorted(waiting))
         elif request.call_id in chosen:
             raise ConfigurationError(f"interrupt {entry.interrupt_id!r} is answered twice")
+        elif entry.status == "cancelled" and request.question is not None:
+            chosen[request.call_id] = Answer(action="cancel")  # the server's question dismissed
         elif entry.status == "cancelled":
             chosen[request.call_id] = Reject("the person cancelled this call")
         else:

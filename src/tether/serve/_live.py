@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent, MessagesSnapshotEvent
+from ag_ui.core import BaseEvent, EventType, MessagesSnapshotEvent
 from ag_ui.encoder import EventEncoder
 
 from tether.agent import Agent
@@ -44,6 +44,8 @@ class LiveRun:
         self.thread_id = thread_id
         self.translator = translator
         self.chunks: list[str] = []
+        self._opened = 0
+        """How many chunks go up to the main run's RUN_STARTED (0 before it came)."""
         self.done = False
         self._wake = asyncio.Event()
         self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -52,7 +54,10 @@ class LiveRun:
     def push(self, events: list[BaseEvent]) -> None:
         if not events:
             return
-        self.chunks.extend(encode(event) for event in events)
+        for event in events:
+            self.chunks.append(encode(event))
+            if event.type == EventType.RUN_STARTED and not self._opened:
+                self._opened = len(self.chunks)
         self._wake.set()
         self._wake = asyncio.Event()
 
@@ -64,10 +69,14 @@ class LiveRun:
     async def follow(self, *, history: bool = False) -> AsyncIterator[str]:
         """Every event of the run from its first, then each new one until it ends; a
         comment line now and then keeps idle connections open. With `history`, a
-        messages snapshot of the thread as the run found it comes first."""
-        if history:
-            yield encode(MessagesSnapshotEvent(messages=self.before))
+        messages snapshot of the thread as the run found it comes first, right after
+        the RUN_STARTED it belongs to (a client takes nothing before that)."""
         index = 0
+        if history:
+            index = self._opened
+            if index:
+                yield "".join(self.chunks[:index])
+            yield encode(MessagesSnapshotEvent(messages=self.before))
         while True:
             wake = self._wake
             if index < len(self.chunks):  # all that came meanwhile, in one write
@@ -152,12 +161,13 @@ class LiveRuns:
         agent_name: str,
         agent: Agent[Any],
         thread_id: str,
-        run_id: str,
+        translator: Translator,
         *,
         events: Callable[[], AsyncIterator[Event]],
         before: list[Any],
     ) -> LiveRun:
-        """Start `events()` as the thread's live run, once it holds the thread.
+        """Start `events()` as the thread's live run, once it holds the thread; its events
+        are told in AG-UI's terms by `translator`.
 
         Raises `ThreadBusyError` when a run of this server or another process has the
         thread, and whatever else the run raised before it began.
@@ -172,7 +182,7 @@ class LiveRuns:
                 holder="this server",
                 expires=0.0,
             )
-        live = LiveRun(agent, thread_id, Translator(thread_id, run_id), before)
+        live = LiveRun(agent, thread_id, translator, before)
         self._runs[key] = live
         live.task = asyncio.create_task(live.drive(events()))
         live.task.add_done_callback(lambda _: self._forget(key, live))

@@ -265,6 +265,7 @@ function addFile(change) {
 
 function approvalCard(interrupt) {
   const facts = interrupt.metadata || {};
+  if (facts.question) return questionCard(interrupt, facts);
   const args = facts.args || {};
   const by = (facts.path || []).length > 1 ? ` by ${facts.path.slice(1).join(" / ")}` : "";
   const card = el("div", { class: "card", "data-interrupt": interrupt.id });
@@ -325,7 +326,123 @@ function approvalCard(interrupt) {
   return card;
 }
 
-const decidedAs = (kind) => ({ approve: "approved", edit: "edited", reject: "rejected", respond: "answered" }[kind] || kind);
+// A question a tool's server asked during the call (an MCP elicitation): its message and
+// form, filled in on the card. tether checks the answer against the form and says what
+// does not fit; the server's words are shown as text, like everything else.
+function questionCard(interrupt, facts) {
+  const question = facts.question;
+  const by = (facts.path || []).length > 1 ? ` by ${facts.path.slice(1).join(" / ")}` : "";
+  const card = el("div", { class: "card question", "data-interrupt": interrupt.id });
+  const waits = el("span", { class: "dim", text: ` ${question.asker} asks, during the call${by}` });
+  card.append(el("div", {}, el("strong", { text: facts.tool }), waits));
+  card.append(el("p", { class: "question-message", text: question.message }));
+  const schema = question.schema || {};
+  const required = new Set(schema.required || []);
+  const fields = [];
+  const form = el("div", { class: "form" });
+  for (const [name, spec] of Object.entries(schema.properties || {})) {
+    const input = fieldInput(spec);
+    input.dataset.field = name;
+    fields.push([name, spec, input]);
+    const label = `${spec.title || name}${required.has(name) ? " *" : ""}`;
+    const about = spec.description ? el("span", { class: "dim", text: spec.description }) : null;
+    form.append(el("label", {}, el("span", { text: label }), input, about));
+  }
+  card.append(form);
+  const reply = el("textarea", { rows: "3", hidden: "", placeholder: "the reply the agent gets instead" });
+  const actions = el("div", { class: "actions" });
+  const decide = (decision) => {
+    if (card.classList.contains("decided")) return;
+    for (const node of card.querySelectorAll("button, input, select, textarea")) node.disabled = true;
+    card.classList.add("decided");
+    waits.textContent = ` ${decidedAs(decision.kind)}: sent`;
+    answer(interrupt.id, decision);
+  };
+  const content = () => {
+    const values = {};
+    for (const [name, spec, input] of fields) {
+      const value = fieldValue(spec, input);
+      if (value !== undefined) values[name] = value;
+    }
+    return values;
+  };
+  const allowed = facts.allowed || [];
+  if (allowed.includes("answer")) {
+    actions.append(el("button", { class: "primary", "data-decision": "answer", text: "Answer", onclick: () => decide({ kind: "answer", action: "accept", content: content() }) }));
+    actions.append(el("button", { "data-decision": "decline", text: "Decline", onclick: () => decide({ kind: "answer", action: "decline" }) }));
+    actions.append(el("button", { "data-decision": "cancel", text: "Cancel", onclick: () => decide({ kind: "answer", action: "cancel" }) }));
+  }
+  if (allowed.includes("respond")) {
+    actions.append(el("button", {
+      "data-decision": "respond", text: "Respond",
+      onclick: () => {
+        if (reply.hidden) { reply.hidden = false; reply.focus(); return; }
+        decide({ kind: "respond", message: reply.value });
+      },
+    }));
+  }
+  card.append(reply, actions);
+  if (interrupt.decision) {
+    for (const node of card.querySelectorAll("button, input, select, textarea")) node.disabled = true;
+    card.classList.add("decided");
+    waits.textContent = ` ${decidedAs(interrupt.decision)}: runs once every call is decided`;
+  }
+  return card;
+}
+
+// The choices of a field, as [value, what a person reads], or null when it has none.
+function fieldChoices(spec) {
+  const titled = (options) => options.map((o) => [o.const, o.title || o.const]);
+  const source = spec.type === "array" ? spec.items || {} : spec;
+  if (source.enum) return source.enum.map((value, i) => [value, (source.enumNames || [])[i] || value]);
+  if (source.oneOf) return titled(source.oneOf);
+  if (source.anyOf) return titled(source.anyOf);
+  return null;
+}
+
+function fieldInput(spec) {
+  const choices = fieldChoices(spec);
+  if (spec.type === "boolean") {
+    const select = el("select", {}, el("option", { value: "", text: "—" }));
+    for (const [value, text] of [["yes", "yes"], ["no", "no"]]) {
+      const option = el("option", { value, text });
+      if (spec.default === (value === "yes")) option.selected = true;
+      select.append(option);
+    }
+    return select;
+  }
+  if (choices) {
+    const many = spec.type === "array";
+    const select = el("select", many ? { multiple: "" } : {});
+    if (!many) select.append(el("option", { value: "", text: "—" }));
+    for (const [value, text] of choices) {
+      const option = el("option", { value, text });
+      if (many ? (spec.default || []).includes(value) : spec.default === value) option.selected = true;
+      select.append(option);
+    }
+    return select;
+  }
+  const numeric = spec.type === "integer" || spec.type === "number";
+  const input = el("input", { type: numeric ? "number" : spec.format === "date" ? "date" : "text" });
+  if (numeric) input.step = spec.type === "integer" ? "1" : "any";
+  if (spec.default !== undefined) input.value = String(spec.default);
+  return input;
+}
+
+// What a field holds, as its kind, or undefined when it is left empty (its default, if
+// the form has one, is filled in by tether).
+function fieldValue(spec, input) {
+  if (input.multiple) {
+    const chosen = [...input.selectedOptions].map((option) => option.value);
+    return chosen.length ? chosen : undefined;
+  }
+  if (input.value === "") return undefined;
+  if (spec.type === "boolean") return input.value === "yes";
+  if (spec.type === "integer" || spec.type === "number") return Number(input.value);
+  return input.value;
+}
+
+const decidedAs = (kind) => ({ approve: "approved", edit: "edited", reject: "rejected", respond: "answered", answer: "answered" }[kind] || kind);
 
 // One decision per click, sent one request at a time: while other calls wait the server
 // answers at once and the thread is redrawn when the last click's answer is in; the
