@@ -581,3 +581,15 @@ async def test_the_reply_carries_the_providers_message_id() -> None:
     server = MockServer([reply([text_block("Hi")])])
     response = await model(server).request(ModelRequest("", (UserMessage.of("Hi"),)))
     assert response.response_id == "msg_01XFDUDYJgAACzvnptvVoYEL"
+
+
+async def test_a_refusal_ends_the_run_content_filter_with_its_text_kept() -> None:
+    from tether import ContentFilterError
+
+    server = MockServer([reply([text_block("I can't help with")], stop_reason="refusal")])
+    with pytest.raises(ContentFilterError) as caught:
+        await create_agent(model(server)).arun("Hi")
+    result = caught.value.result
+    assert result is not None
+    assert result.stop_reason == "content_filter"
+    assert result.messages[-1].text == "I can't help with"
