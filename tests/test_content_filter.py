@@ -82,3 +82,35 @@ def test_a_subagent_stopped_by_the_filter_reports_it_to_its_parent() -> None:
     assert isinstance(reply, ToolResultMessage)
     assert reply.results[0].is_error
     assert "content filter" in reply.results[0].text
+
+
+def test_a_reply_cut_off_by_the_output_limit_is_not_the_answer() -> None:
+    cut = ModelResponse(AssistantMessage((TextPart("The answer is: first, open the"),)), "length")
+    model = ScriptedModel([cut, "The answer is 42."])
+    result = create_agent(model).run("go")
+    assert result.output == "The answer is 42."
+    told = result.messages[2].text
+    assert "cut off" in told
+
+
+def test_a_reply_always_cut_off_ends_in_an_output_error() -> None:
+    from tether import OutputError
+
+    cut = ModelResponse(AssistantMessage((TextPart("Half"),)), "length")
+    with pytest.raises(OutputError, match="cut off by the output token limit") as caught:
+        create_agent(ScriptedModel([cut] * 5), output_retries=1).run("go")
+    assert caught.value.result is not None
+    assert caught.value.result.stop_reason == "error"
+
+
+def test_a_dropped_malformed_call_is_asked_again_not_taken_as_the_answer() -> None:
+    ran.clear()
+    dropped = ModelResponse(
+        AssistantMessage((TextPart("I'll save the note now."),)), "malformed_call"
+    )
+    model = ScriptedModel([dropped, [ToolCall("note", {"text": "x"})], "saved"])
+    result = create_agent(model, tools=[note]).run("go")
+    assert result.output == "saved"
+    assert ran == ["x"]
+    assert "malformed" in result.messages[2].text
+    assert not model.requests[1].force_output

@@ -94,6 +94,12 @@ JOURNAL = "journal"
 SUBAGENT_RUNS = "subagent_runs"
 """In RunState.data of a resumed run: its subagents' recorded runs, by `task` call id."""
 _NOT_RUN = "Not run: the final answer was given in the same turn."
+_NOT_AN_ANSWER = {
+    "length": ("the reply was cut off by the output token limit", "reply_cut_off"),
+    "malformed_call": ("the model's tool call was malformed", "malformed_call"),
+}
+"""Replies without calls that are never the answer, by finish reason: what went wrong,
+and the prompt that tells the model."""
 _FILTERED = "Not run: the provider's content filter stopped the reply this call was in."
 _DUPLICATE_ANSWER = "Ignored: an earlier call in this turn already gave the final answer."
 _ANSWER_RECEIVED = "Final answer received."
@@ -382,6 +388,11 @@ class _Run:
             await self._handle_calls(calls, cut_off=response.finish_reason == "length")
             if self.stop_reason is None:
                 self._check_loops(calls)
+        elif response.finish_reason in _NOT_AN_ANSWER:
+            reason, prompt = _NOT_AN_ANSWER[response.finish_reason]
+            # a dropped call is sent again as a call, not forced into an answer
+            force = response.finish_reason != "malformed_call"
+            self._output_failed(reason, prompts.text(prompt), force=force)
         else:
             self._handle_reply(response.message)
         if self.stop_reason == "completed" and await self._more_to_do():
@@ -530,10 +541,10 @@ class _Run:
         self.output = value
         self.stop_reason = "completed"
 
-    def _output_failed(self, reason: str, correction: str | None) -> None:
+    def _output_failed(self, reason: str, correction: str | None, *, force: bool = True) -> None:
         """Count a failed final answer; ask again, or give up past `output_retries`."""
         self.output_failures += 1
-        self.force_output = True
+        self.force_output = self.force_output or force
         if self.output_failures > self.agent.output_retries:
             raise OutputError(
                 f"no valid final answer after {self.agent.output_retries} retries; "
