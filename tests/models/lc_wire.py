@@ -254,10 +254,16 @@ def _thinking_as_sent(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def responses_stream(
-    reasoning: list[str], text: str, *, model: str = "gpt-5.2", reasoning_id: str = "rs_1"
+    reasoning: list[str],
+    text: str,
+    *,
+    model: str = "gpt-5.2",
+    reasoning_id: str = "rs_1",
+    incomplete: str | None = None,
 ) -> Answer:
     """A Responses API stream: a reasoning item whose summary arrives in deltas, then a
-    message with `text`, as the API streams them."""
+    message with `text`, as the API streams them; with `incomplete` (the reason, such as
+    "max_output_tokens"), the response ends incomplete."""
     seq = iter(range(1000))
     response = {
         "id": "resp_1",
@@ -376,7 +382,10 @@ def responses_stream(
         "output": [reasoning_item, done_message],
         "usage": usage,
     }
-    events.append(("response.completed", {"type": "response.completed", "response": completed}))
+    if incomplete is not None:
+        completed |= {"status": "incomplete", "incomplete_details": {"reason": incomplete}}
+    end = "response.completed" if incomplete is None else "response.incomplete"
+    events.append((end, {"type": end, "response": completed}))
     return Answer(sse((name, {**data, "sequence_number": next(seq)}) for name, data in events))
 
 

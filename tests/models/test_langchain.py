@@ -21,6 +21,7 @@ from tests.conftest import by_server_id, own_id
 from tether import ConfigurationError, ModelError, create_agent, tool
 from tether.events import ModelDelta, ToolCallStarted
 from tether.messages import BinaryPart, TextPart, ThinkingPart, ToolCall, Usage, UserMessage
+from tether.models.base import ModelRequest, ModelResponse
 from tether.models.langchain import LangChainModel, tools_from_langchain
 
 
@@ -706,3 +707,75 @@ async def test_a_chat_models_failure_says_whether_it_may_pass(
     with pytest.raises(ModelError) as caught:
         await create_agent(model).arun("Hi")
     assert caught.value.transient is transient
+
+
+# Long replies and odd metadata ---------------------------------------------------------
+
+
+async def test_a_long_streamed_call_is_added_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangChain re-reads a call's arguments (its partial-JSON parse) on every sum of two
+    chunks; the reply is added up once, as LangChain's own `astream` does, so the text
+    parsed stays a few times the arguments' length rather than growing with its square."""
+    from langchain_core.messages import ai
+
+    pieces = ['{"content": "', *["abcdefghij"] * 500, '"}']
+    chunks = [
+        AIMessageChunk(
+            content="",
+            tool_call_chunks=[
+                tool_call_chunk(
+                    name=None if i else "save", args=piece, id=None if i else "c1", index=0
+                )
+            ],
+        )
+        for i, piece in enumerate(pieces)
+    ]
+    usage = {"input_tokens": 9, "output_tokens": 2000, "total_tokens": 2009}
+    chunks.append(
+        AIMessageChunk(
+            content="", usage_metadata=usage, response_metadata={"stop_reason": "tool_use"}
+        )
+    )
+    parsed: list[int] = []
+    parse = ai.parse_partial_json
+
+    def counted(s: str, *, strict: bool = False) -> Any:
+        parsed.append(len(s))
+        return parse(s, strict=strict)
+
+    monkeypatch.setattr(ai, "parse_partial_json", counted)
+    model = LangChainModel(ScriptedChat(replies=[chunks]))
+    items = [item async for item in model.stream(ModelRequest("", (UserMessage.of("Save"),)))]
+    response = items[-1]
+    assert isinstance(response, ModelResponse)
+    args = "".join(pieces)
+    assert response.message.tool_calls[0].args == json.loads(args)
+    assert "".join(d.delta for d in items[:-1]) == args  # every piece streamed as it came
+    assert sum(parsed) <= 4 * len(args)  # a sum per chunk: some 250 times as much
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [7, {"x": 1}, ["gpt"], "", " ", "a\x00b\nc", "m" * 1000],
+    ids=["int", "dict", "list", "empty", "blank", "control", "long"],
+)
+async def test_an_odd_model_name_or_id_from_the_server_is_ignored(odd: object) -> None:
+    """A model name or reply id that is not a short printable string is dropped (it would
+    reach prices and span attributes): the model's own name stands."""
+    reply = text_reply("Hello")
+    reply[-1] = AIMessageChunk(
+        content=reply[-1].content,
+        usage_metadata=reply[-1].usage_metadata,
+        response_metadata={
+            "stop_reason": "end_turn",
+            "model_name": odd,
+            "model": odd,
+            "id": odd,
+        },
+    )
+    model = LangChainModel(ScriptedChat(replies=[reply, text_reply("Again")]))
+    result = await create_agent(model).arun("Hi")
+    assert result.output == "Hello"
+    assert result.messages[-1].model_name == "claude-sonnet-5-5"  # type: ignore[union-attr]
+    response = await model.request(ModelRequest("", (UserMessage.of("Hi"),)))
+    assert response.response_id is None

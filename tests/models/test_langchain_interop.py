@@ -457,3 +457,139 @@ def test_a_community_tool_runs_through_tools_from_langchain(tmp_path: Path) -> N
     assert result.messages[2].results[0].text == "remember the milk"  # type: ignore[union-attr]
     (answer,) = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert answer["content"] == "remember the milk"
+
+
+# Long calls, odd metadata, cut-off text ---------------------------------------------------
+
+
+def test_a_long_chat_openai_call_takes_work_in_proportion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of a few KB arrives as hundreds of argument chunks: LangChain parses a
+    call's arguments on every sum of chunks, so the reply is added up once; the text
+    parsed stays a few times the arguments' length (one sum per chunk: its square)."""
+    from langchain_core.messages import ai
+
+    from .lc_wire import chat_chunk
+
+    saved: list[int] = []
+
+    @tool
+    def save_blob(content: str) -> str:
+        """Save a blob."""
+        saved.append(len(content))
+        return "saved"
+
+    head = {"index": 0, "id": "call_1", "type": "function"}
+    pieces = ['{"content": "', *["abcdefghij"] * 400, '"}']
+    chunks = [chat_chunk({"role": "assistant", "content": None})]
+    chunks.append(
+        chat_chunk({"tool_calls": [{**head, "function": {"name": "save_blob", "arguments": ""}}]})
+    )
+    chunks += [
+        chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces
+    ]
+    chunks.append(chat_chunk({}, "tool_calls"))
+    counted = {"prompt_tokens": 40, "completion_tokens": 1200, "total_tokens": 1240}
+    chunks.append({**chat_chunk({}), "choices": [], "usage": counted})
+    long_call = Answer(sse([*((None, c) for c in chunks), (None, "[DONE]")]))
+    parsed: list[int] = []
+    parse = ai.parse_partial_json
+
+    def counting(s: str, *, strict: bool = False) -> Any:
+        parsed.append(len(s))
+        return parse(s, strict=strict)
+
+    monkeypatch.setattr(ai, "parse_partial_json", counting)
+    with serving([long_call, chat_stream("Saved.")]) as server:
+        result = create_agent(LangChainModel(gpt(server)), tools=[save_blob]).run("Save it")
+    assert result.output == "Saved."
+    assert saved == [4000]
+    arguments = len("".join(pieces))
+    assert sum(parsed) <= 4 * arguments  # a sum per chunk: some 200 times as much
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")  # the SDK's
+@pytest.mark.parametrize("odd", [7, {"x": 1}, "", "gpt\x00"], ids=["int", "dict", "empty", "nul"])
+def test_an_odd_model_name_from_a_compatible_server_is_ignored(odd: object) -> None:
+    """A server's chunks that name the model with a number or an object: the run goes on
+    under the name the chat model was given (prices and spans get a real name)."""
+    from .lc_wire import chat_chunk
+
+    chunks = [
+        {**chat_chunk({"role": "assistant", "content": "Hello."}), "model": odd},
+        {**chat_chunk({}, "stop"), "model": odd},
+    ]
+    reply = Answer(sse([*((None, c) for c in chunks), (None, "[DONE]")]))
+    with serving([reply]) as server, pytest.warns(UsageEstimatedWarning):
+        result = create_agent(LangChainModel(gpt(server))).run("Hi")
+    assert result.output == "Hello."
+    assert result.messages[-1].model_name == "gpt-5.2"  # type: ignore[union-attr]
+
+
+def _whole(body: dict[str, Any]) -> Answer:
+    return Answer(json.dumps(body).encode(), content_type="application/json")
+
+
+CUT_TEXT = "The steps are: 1. open the"
+CUT_REPLIES = {
+    "chat-completions-streamed": (chat_stream(CUT_TEXT, finish="length"), "gpt", {}),
+    "chat-completions-whole": (
+        _whole(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1741569952,
+                "model": "gpt-5.2",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": CUT_TEXT},
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
+            }
+        ),
+        "gpt",
+        {"disable_streaming": True},
+    ),
+    "responses": (
+        responses_stream(["Plan."], CUT_TEXT, incomplete="max_output_tokens"),
+        "gpt",
+        {"use_responses_api": True},
+    ),
+    "messages-streamed": (
+        claude_stream([{"type": "text", "text": CUT_TEXT}], stop_reason="max_tokens"),
+        "claude",
+        {},
+    ),
+    "messages-whole": (
+        _whole(
+            {
+                "id": "msg_01Cut",
+                "type": "message",
+                "role": "assistant",
+                "model": CLAUDE,
+                "content": [{"type": "text", "text": CUT_TEXT}],
+                "stop_reason": "max_tokens",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 30, "output_tokens": 12},
+            }
+        ),
+        "claude",
+        {"disable_streaming": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("wire", list(CUT_REPLIES))
+async def test_a_text_reply_cut_by_the_output_limit_finishes_as_length(wire: str) -> None:
+    """ChatOpenAI's `length` (and the Responses API's incomplete max_output_tokens) and
+    ChatAnthropic's `max_tokens` on a plain text reply are "length", which the loop
+    refuses as an answer."""
+    answer, which, options = CUT_REPLIES[wire]
+    with serving([answer]) as server:
+        chat = gpt(server, **options) if which == "gpt" else claude(server, **options)
+        response = await LangChainModel(chat).request(ModelRequest("", (UserMessage.of("How?"),)))
+    assert response.finish_reason == "length"
+    assert response.message.text == CUT_TEXT
+    assert not response.message.tool_calls

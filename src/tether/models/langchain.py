@@ -138,8 +138,8 @@ class LangChainModel(_sdk.Adapter):
         self._warned = False
         reported = _ls_params(chat_model)
         super().__init__(
-            name or reported.get("ls_model_name") or type(chat_model).__name__,
-            provider or reported.get("ls_provider"),
+            name or _label(reported.get("ls_model_name")) or type(chat_model).__name__,
+            provider or _label(reported.get("ls_provider")),
             profile,
         )
         package = type(chat_model).__module__.split(".")[0]
@@ -172,15 +172,16 @@ class LangChainModel(_sdk.Adapter):
             kwargs["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
-        full: Any = None
+        chunks: list[Any] = []
         calls = CallPieces()
         streamed = False
         try:
             async for chunk in runnable.astream(messages, **kwargs):
-                full = chunk if full is None else full + chunk
+                chunks.append(chunk)
                 for delta in deltas(chunk, calls):
                     streamed = True
                     yield delta
+            full = _merged(chunks)
         except TetherError:
             raise
         except Exception as exc:
@@ -241,19 +242,20 @@ class LangChainModel(_sdk.Adapter):
 
     def _response(self, full: Any, request: ModelRequest) -> ModelResponse:
         metadata = full.response_metadata or {}
-        self._wire_provider = metadata.get("model_provider") or self._wire_provider
+        self._wire_provider = _label(metadata.get("model_provider")) or self._wire_provider
         finish = _finish(metadata)
         parts = reply_parts(full, self._provider)
         calls = reply_calls(full, cut=finish == "length")
         if finish is None and calls and cut_short(calls[-1].args):
             finish = "length"  # the reply ended in the middle of a call's arguments
         parts += calls
-        model_name = metadata.get("model_name") or metadata.get("model") or self._name
+        model_name = _label(metadata.get("model_name")) or _label(metadata.get("model"))
         usage = (
             _usage(full.usage_metadata) if full.usage_metadata else self._estimated(request, parts)
         )
-        message = AssistantMessage(tuple(parts), model_name, usage)
-        return ModelResponse(message, finish, metadata.get("id"))  # LangChain's own id is a run's
+        message = AssistantMessage(tuple(parts), model_name or self._name, usage)
+        # The provider's reply id (LangChain's own id on the message is a run's).
+        return ModelResponse(message, finish, _label(metadata.get("id")))
 
     def _estimated(self, request: ModelRequest, parts: list[AssistantPart]) -> Usage:
         """Usage worked out from characters, said once: without it, token and cost limits
@@ -278,8 +280,28 @@ def _finish(metadata: Mapping[str, Any]) -> str | None:
     """The reply's finish reason in tether's words (see `ModelResponse`)."""
     reason = next((metadata[k] for k in _FINISH_KEYS if metadata.get(k)), None)
     if reason is None and metadata.get("status") == "incomplete":  # OpenAI's Responses API
-        reason = (metadata.get("incomplete_details") or {}).get("reason")
-    return _FINISH.get(reason, reason) if isinstance(reason, str) else None
+        details = metadata.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+    reason = _label(reason)
+    return None if reason is None else _FINISH.get(reason, reason)
+
+
+def _merged(chunks: list[Any]) -> Any:
+    """The reply whole: its chunks added up in one go, as LangChain's own `astream` does.
+    Adding each chunk to the sum so far would re-read the tool calls' arguments (LangChain
+    parses them on every sum), which is quadratic in a long call."""
+    if not chunks:
+        return None
+    return chunks[0] if len(chunks) == 1 else chunks[0] + chunks[1:]
+
+
+def _label(value: object) -> str | None:
+    """`value` when it is a name a server could mean (a short printable string), else
+    None: a model's name or a reply's id goes on to prices and span attributes, and
+    servers put numbers, objects or junk where it belongs."""
+    if isinstance(value, str) and value.strip() and len(value) <= 256 and value.isprintable():
+        return value
+    return None
 
 
 def _error_kind(exc: BaseException) -> str | None:
