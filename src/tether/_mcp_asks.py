@@ -68,6 +68,8 @@ _MOST_IMAGES = 8
 _MOST_IMAGE_BYTES = 5_000_000
 _NOTE_CHARS = 300
 """How much of a server's question the model is shown when tether declined it."""
+_MOST_NOTES = 8
+"""Declined questions told to the model with one call's result; the rest are counted."""
 
 
 class Running:
@@ -83,6 +85,10 @@ class Running:
         """Which recorded answers this attempt of the call has given, in order."""
         self.samples = 0
         self.notes: list[str] = []
+        self._left_out = 0
+        self.ended = False
+        """Whether the call ended: a sample asked for it after that is refused."""
+        self._sampling: set[asyncio.Future[Any]] = set()
         self._asked: asyncio.Future[ApprovalRequest] = asyncio.get_running_loop().create_future()
 
     @property
@@ -95,8 +101,36 @@ class Running:
         if not self._asked.done():
             self._asked.set_result(request)
 
+    async def sampled(self, sample: Awaitable[_T]) -> _T:
+        """`sample`, made for this call: cancelled when the call ends first (then
+        `asyncio.CancelledError` is raised here)."""
+        task = asyncio.ensure_future(sample)
+        self._sampling.add(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._sampling.discard(task)
+
+    async def end(self) -> None:
+        """The call ended: no sample starts for it any more, and those still running are
+        cancelled and waited for, so none is charged to the run after the call's result."""
+        self.ended = True
+        running = tuple(self._sampling)
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=5)
+
     def note(self, asker: str, message: str, why: str) -> None:
         """Tell the model, with the call's result, that tether declined a question."""
+        if len(self.notes) >= _MOST_NOTES:  # the rest are counted, in a last note
+            self._left_out += 1
+            more = f"[and {self._left_out} more questions tether declined in this call]"
+            self.notes[_MOST_NOTES:] = [more]
+            return
         shown = message if len(message) <= _NOTE_CHARS else message[:_NOTE_CHARS] + "…"
         self.notes.append(prompts.render("question_declined", asker=asker, message=shown, why=why))
 
@@ -225,16 +259,20 @@ async def _sample(
         if found.samples >= _MOST_SAMPLES:
             raise ValueError(f"{_MOST_SAMPLES} requests during one tool call at most")
         request = await _request_of(server.name, params)
+        if found.ended:  # before, or while the request was read
+            raise ValueError("the tool call ended")
     except ValueError as exc:
         return _error(types.INVALID_PARAMS, f"tether refused to sample: {exc}")
     found.samples += 1
     try:
-        async with asyncio.timeout(server.timeout_seconds):
-            response = await sample(request)
-        if response.finish_reason == "content_filter":
-            raise TimeoutError("the provider's content filter stopped the reply")
+        response = await _reply(found, sample(request), server.timeout_seconds)
     except TimeoutError as exc:
         return _error(types.INTERNAL_ERROR, str(exc) or "the model did not answer in time")
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if not found.ended or (task is not None and task.cancelling()):
+            raise  # the session itself is stopped
+        return _error(types.INVALID_REQUEST, "tether refused to sample: the tool call ended")
     except TetherError as exc:
         return _error(types.INVALID_REQUEST, f"tether refused to sample: {exc}")
     stop = {"stop": "endTurn", "length": "maxTokens"}.get(response.finish_reason or "")
@@ -246,13 +284,25 @@ async def _sample(
     )
 
 
+async def _reply(
+    running: Running, sample: Awaitable[ModelResponse], seconds: float
+) -> ModelResponse:
+    """The model's reply to a sample for `running`, within `seconds`; `TimeoutError`
+    when it took longer or a content filter stopped it."""
+    async with asyncio.timeout(seconds):
+        response = await running.sampled(sample)
+    if response.finish_reason == "content_filter":
+        raise TimeoutError("the provider's content filter stopped the reply")
+    return response
+
+
 async def _request_of(server: str, params: types.CreateMessageRequestParams) -> ModelRequest:
     """A server's sampling request as a request to the model: its messages (text and
     images), its system prompt as its own words in the first user turn, no tools, and
     its `maxTokens` cut to `MOST_SAMPLED_TOKENS`. Raises `ValueError` saying what is wrong.
     Its `includeContext`, `temperature`, `stopSequences`, `modelPreferences` and
     `metadata` are advice tether does not take: the run's model and settings answer."""
-    from tether._mcp_stdio import OFF_LOOP_BYTES
+    from tether._mcp_stdio import MOST_SAMPLED_BLOCKS, OFF_LOOP_BYTES
 
     if params.tools or params.tool_choice is not None:
         raise ValueError("tether offers no tools to a sampling request")
@@ -261,6 +311,8 @@ async def _request_of(server: str, params: types.CreateMessageRequestParams) -> 
     if isinstance(params.max_tokens, bool) or params.max_tokens < 1:
         raise ValueError(f"maxTokens must be a positive number, got {params.max_tokens!r}")
     blocks = [(m.role, m.content_as_list) for m in params.messages]
+    if sum(len(content) for _, content in blocks) > MOST_SAMPLED_BLOCKS:
+        raise ValueError(f"a request holds at most {MOST_SAMPLED_BLOCKS} content blocks")
     system = params.system_prompt or ""
     text = sum(len(getattr(b, "text", "") or "") for _, content in blocks for b in content)
     if text + len(system) > _MOST_TEXT:

@@ -37,6 +37,9 @@ PROGRESS_EVERY = 0.1
 PROGRESS_MESSAGE_CHARS = 500
 """The longest progress message passed on; the rest is cut."""
 _R = TypeVar("_R")
+_PROBE = "/any-file"
+"""A path inside a directory: one denied to the agent (as by a rule on `/dir/**`) leaves
+the directory out of the roots, as listing it would show nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,7 @@ def _walk(
     """Collect the roots of `backend`, whose paths are the agent's by `outer` and may be
     listed when `admitted` (both in `backend`'s own paths)."""
     if isinstance(backend, FilesystemBackend):
-        if admitted("/"):
+        if admitted("/") and admitted(_PROBE):  # a rule on what it holds hides it too
             found.append(Root(backend.root.as_uri(), outer("/")))
     elif isinstance(backend, PermissionedBackend):
         guard = backend

@@ -27,7 +27,15 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-__all__ = ["MAX_LINE_BYTES", "MAX_PARTS", "LineTooLong", "fewer_parts", "stdio_transport"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_PARTS",
+    "MOST_SAMPLED_BLOCKS",
+    "LineTooLong",
+    "fewer_blocks",
+    "fewer_parts",
+    "stdio_transport",
+]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest line (one message) read from an MCP server over stdio."""
@@ -124,6 +132,7 @@ def _parse(line: bytes) -> Incoming:
         # this thread holds the GIL either way), cut, and only then validated.
         data = json.loads(line)
         fewer_parts(data.get("result") if isinstance(data, dict) else None)
+        fewer_blocks(data)
         return SessionMessage(adapter.validate_python(data, by_name=False))
     except (ValueError, RecursionError) as exc:
         return ValueError(str(exc)) if isinstance(exc, RecursionError) else exc
@@ -144,6 +153,35 @@ def fewer_parts(result: object) -> bool:
     note = {"type": "text", "text": f"[{left_out:,} more content parts left out]"}
     result["content"] = [*content[: MAX_PARTS - 1], note]  # type: ignore[index]
     return True
+
+
+MOST_SAMPLED_BLOCKS = 200
+"""The most content blocks, in all its messages, of a sampling request tether answers."""
+
+
+def fewer_blocks(message: object) -> bool:
+    """Cut the messages of a long sampling request to one block more than
+    `MOST_SAMPLED_BLOCKS` in all, before the SDK checks each on the event loop: it is
+    refused either way; whether it was cut."""
+    if not isinstance(message, dict) or message.get("method") != "sampling/createMessage":
+        return False
+    params = message.get("params")
+    messages = params.get("messages") if isinstance(params, dict) else None
+    if not isinstance(messages, list):
+        return False
+    left, cut = MOST_SAMPLED_BLOCKS + 1, False
+    for index, item in enumerate(messages):
+        content = item.get("content") if isinstance(item, dict) else None
+        if left <= 0:
+            del messages[index:]
+            return True
+        if isinstance(content, list):
+            if len(content) > left:
+                item["content"], cut = content[:left], True
+            left -= len(item["content"])
+        else:
+            left -= 1
+    return cut
 
 
 async def _write(

@@ -706,8 +706,8 @@ class _Run:
     async def sample(self, request: ModelRequest) -> ModelResponse:
         """A request to this agent's model made for one of its tools (an MCP server's
         sampling), with the agent's model settings: one at a time, refused once the
-        budget is spent, its output cut to the request's `max_tokens` and to the tokens
-        the limits leave, and counted in the run's usage, cost and budget."""
+        budget is spent, its output cut to the request's `max_tokens`, the agent's own
+        and the tokens the limits leave, and counted in the run's usage, cost and budget."""
         async with self.sampling:
             share, limit = self.budget.pressure()
             if share >= 1:
@@ -715,8 +715,8 @@ class _Run:
             left = self.budget.output_tokens_left()
             if left is not None and left < 1:
                 raise ToolError("the run's token budget is spent")
-            wanted = request.settings.max_tokens or self.agent.model_settings.max_tokens
-            most = left if wanted is None else wanted if left is None else min(wanted, left)
+            asked = (request.settings.max_tokens, self.agent.model_settings.max_tokens, left)
+            most = min((n for n in asked if n is not None), default=None)  # the smallest
             settings = replace(self.agent.model_settings, max_tokens=most)
             request = replace(request, settings=settings)
             model = self.agent.model

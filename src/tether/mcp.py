@@ -526,6 +526,7 @@ class MCPTools(Capability):
                 raise ToolError(" ".join([str(exc), *running.notes])) from exc
             finally:
                 progress.close()  # its last word goes out before the call's end
+                await running.end()  # no sample runs past it, nor is charged after
             parts = await _parts(getattr(result, "content", None) or [])
             notes = [TextPart(note) for note in running.notes]  # what tether declined
             if getattr(result, "is_error", False):
@@ -586,17 +587,33 @@ _TEXT_TYPES = re.compile(
 """Media types of bytes that are text: a resource of one is decoded, not described."""
 
 
+_CHARSETS = re.compile(r"utf-8(-sig)?|utf-(16|32)(-[lb]e)?|ascii|iso8859-\d+|cp125\d")
+"""Charsets a server's text blob is decoded in (by `codecs.lookup`'s name): the common
+ones, each linear in time. Any other (a server could name `punycode`, quadratic in the
+blob's size, or `idna`, which refuses bytes it does not like) reads as UTF-8."""
+
+
+def _charset(parameters: str) -> str:
+    """The charset named in a media type's `parameters`, when one tether decodes."""
+    import codecs
+
+    named = re.search(r"charset\s*=\s*\"?([\w.:-]+)", parameters, re.IGNORECASE)
+    if named is None:
+        return "utf-8"
+    try:
+        name = codecs.lookup(named.group(1)).name
+    except LookupError:
+        return "utf-8"
+    return name if _CHARSETS.fullmatch(name) else "utf-8"
+
+
 def _text_of(data: bytes, mime: str) -> str | None:
-    """`data` as text when `mime` says it is text: in its charset when Python knows it
-    as a text encoding, else UTF-8; what does not decode is replaced, never refused."""
+    """`data` as text when `mime` says it is text: in its charset when it is a common
+    one (`_CHARSETS`), else UTF-8; what does not decode is replaced, never refused."""
     media, _, parameters = mime.partition(";")
     if not _TEXT_TYPES.fullmatch(media.strip().lower()):
         return None
-    charset = re.search(r"charset\s*=\s*\"?([\w.:-]+)", parameters, re.IGNORECASE)
-    if charset is not None:
-        with contextlib.suppress(LookupError):  # unknown, or not a text encoding
-            return data.decode(charset.group(1), "replace")
-    return data.decode("utf-8", "replace")
+    return data.decode(_charset(parameters), "replace")
 
 
 async def _off_loop_if_big(contents: Sequence[Any], convert: Callable[[Any], _T]) -> list[_T]:

@@ -265,3 +265,107 @@ def test_the_runs_conversation_never_reaches_a_sampling_request(served: Served) 
     agent.run("The secret is 1234.")
     (sample,) = seen
     assert "1234" not in repr(sample)
+
+
+def test_a_sampling_request_of_too_many_content_blocks_is_refused(served: Served) -> None:
+    """Empty blocks pass the bounds on text and messages: their number is bounded too."""
+    blocks = [{"type": "text", "text": ""}] * 201
+    script = Script(raw(messages=[{"role": "user", "content": blocks}]))
+    result = create_agent(FunctionModel(script), mcp_servers=[asking(served)]).run("Go.")
+    assert script.samples == []
+    (answer,) = tool_results(result)
+    assert "at most 200 content blocks" in answer.text
+
+
+def test_a_long_sampling_request_is_cut_before_the_sdk_checks_each_block() -> None:
+    from tether._mcp_stdio import MOST_SAMPLED_BLOCKS, fewer_blocks
+
+    block = {"type": "text", "text": ""}
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "sampling/createMessage",
+        "params": {"messages": [{"role": "user", "content": [block] * 150_000}] * 3},
+    }
+    assert fewer_blocks(request)
+    messages = request["params"]["messages"]  # type: ignore[index]
+    assert sum(len(m["content"]) for m in messages) == MOST_SAMPLED_BLOCKS + 1  # refused
+    assert not fewer_blocks({"method": "notifications/message", "params": {"data": [1] * 9}})
+
+
+async def _sample_for(ended: bool, gate: Any) -> tuple[Any, list[str]]:
+    """A sampling request answered for a call that ends (`ended` before it asks, else
+    while its model still works): what the server is told, and what was charged."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tether._mcp_asks import Calls, Running, _sample
+    from tether.models.base import ModelResponse
+    from tether.state import SAMPLE, RunState, ToolContext
+
+    charged: list[str] = []
+
+    async def sample(request: ModelRequest) -> ModelResponse:
+        await gate.wait()
+        charged.append("charged")  # as `_Run.sample` charges once the model answered
+        raise AssertionError("a sample ran past its call")
+
+    state = RunState(run_id="r", path=("main",), messages=[])
+    state.data[SAMPLE] = sample
+    running, calls = Running(ToolContext(state, ToolCall("t"))), Calls()
+    server = SimpleNamespace(name="s", timeout_seconds=30)
+    from mcp import types
+
+    params = types.CreateMessageRequestParams.model_validate(RAW | {"maxTokens": 10})
+    with calls.holding(running):
+        if ended:
+            await running.end()
+        asked = asyncio.ensure_future(_sample(server, calls, params))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await running.end()  # the call returned while its sample was running
+    gate.set()
+    return await asked, charged
+
+
+@pytest.mark.parametrize("ended", [False, True])
+async def test_a_sample_never_outlives_its_call(ended: bool) -> None:
+    """A server asking after its call ended is refused; a sample still running when the
+    call ends is cancelled, so nothing is charged to the run after the call's result."""
+    import asyncio
+
+    answer, charged = await _sample_for(ended, asyncio.Event())
+    assert charged == []
+    assert "the tool call ended" in answer.message
+
+
+def test_declined_questions_told_to_the_model_are_capped() -> None:
+    import asyncio
+
+    from tether._mcp_asks import Running
+    from tether.state import RunState, ToolContext
+
+    async def flood() -> list[str]:
+        state = RunState(run_id="r", path=("main",), messages=[])
+        running = Running(ToolContext(state, ToolCall("t")))
+        for n in range(1000):
+            running.note("MCP server 's'", f"question {n}", "no page is opened")
+        return running.notes
+
+    notes = asyncio.run(flood())
+    assert len(notes) == 9
+    assert notes[-1] == "[and 992 more questions tether declined in this call]"
+
+
+def test_sampling_keeps_the_users_max_tokens_when_smaller(served: Served) -> None:
+    from tether.models.base import ModelSettings
+
+    script = Script(raw(max_tokens=4000), reply="ok")
+    agent = create_agent(
+        FunctionModel(script),
+        mcp_servers=[asking(served)],
+        model_settings=ModelSettings(max_tokens=100),
+    )
+    agent.run("Go.")
+    (sample,) = script.samples
+    assert sample.settings.max_tokens == 100

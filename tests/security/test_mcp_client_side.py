@@ -178,3 +178,33 @@ async def test_flood_measured_in_a_fresh_interpreter() -> None:
     assert len(progress) < 300
     assert progress[-1].progress == 3000
     assert stall <= STALL_LIMIT, f"the event loop stalled {stall:.3f} s"
+
+
+def test_a_directory_whose_contents_are_denied_is_no_root(dirs: tuple[Path, Path]) -> None:
+    work, notes = dirs
+    for denied in ("/notes/**", "/notes/*"):
+        rules = [Rule({"read"}, [denied], "deny")]
+        assert [r.name for r in backend_roots(composite(work, notes), rules)] == ["/"]
+
+
+@pytest.mark.parametrize(
+    ("charset", "used"),
+    [
+        ("punycode", "utf-8"),  # quadratic in time: never used
+        ("idna", "utf-8"),  # raises on bytes it does not like
+        ("undefined", "utf-8"),
+        ("utf-7", "utf-8"),
+        ("rot13", "utf-8"),
+        ("nonsense", "utf-8"),
+        ("latin-1", "iso8859-1"),
+        ("windows-1252", "cp1252"),
+        ("UTF-16LE", "utf-16-le"),
+        ("us-ascii", "ascii"),
+    ],
+)
+def test_a_text_blob_is_decoded_only_in_a_common_charset(charset: str, used: str) -> None:
+    from tether.mcp import _charset, _text_of
+
+    assert _charset(f"; charset={charset}") == used
+    text = _text_of(b"caf\xe9 \xff\x00", f"text/plain; charset={charset}")
+    assert text == b"caf\xe9 \xff\x00".decode(used, "replace")  # never raises

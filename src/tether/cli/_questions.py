@@ -32,7 +32,8 @@ def ask_question(request: ApprovalRequest, console: Console, title: str) -> Deci
     console.rule(f"[bold]{escape(title)}[/]")
     asker = f"{question.asker}, during {request.tool}{asked_by(request)}, asks:"
     console.print(escape(shown(asker)))
-    console.print(shown(question.message, keep="\n"), markup=False)
+    said = shown(question.message, keep="\n").split("\n")  # each line marked as the server's:
+    console.print("\n".join("  │ " + line for line in said), markup=False)  # no fake header
     for name, spec, required in question.fields:
         console.print("  " + describe_field(name, spec, required), markup=False)
     while True:
@@ -81,11 +82,14 @@ def _kind(spec: Mapping[str, Any]) -> str:
 
 def _filled(question: Question, console: Console) -> dict[str, Any]:
     """The form, asked field by field until what is given fits it (an empty line keeps
-    a field's default, or leaves it out)."""
+    a field's default, or leaves it out). A field's name is the server's: plain text,
+    never markup nor highlighted."""
+    from rich.text import Text
+
     while True:
         content: dict[str, Any] = {}
         for name, spec, _ in question.fields:
-            text = console.input(f"{shown(name)}: ").strip()
+            text = console.input(Text(f"{shown(name)}: ")).strip()
             if text:
                 content[name] = _value(spec, text)
         try:
