@@ -67,9 +67,12 @@ TOKEN_VARIABLE = "TETHER_SERVE_TOKEN"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _ABANDON_WAIT = 30.0  # seconds a stopped durable run's worker has to finish its step
 _DECIDE_WAIT = 10.0  # seconds a decision waits for the one before it, or for the lease
-_MOST_BODY = 32 * 1024 * 1024  # bytes of a run request
+_MOST_BODY = 8 * 1024 * 1024  # bytes of a run request (a chat's history and tools fit)
+_BODY_SECONDS = 30.0  # seconds a run request's body may take to arrive
 _PARSED_ON_LOOP = 256 * 1024  # bytes of a run request read on the event loop; more, off it
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
+"""A client's `runId` (it is part of every event id streamed and kept): as a thread id."""
 _PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -441,28 +444,33 @@ class _Server:
                 work = await _durable_events(durable, given)
             else:
                 work = _run_events(agent, thread, given, tools)
+            recorded = _agui.corrected(before, work.edits) if work.edits else None
+            if recorded is not None:  # a watcher sees the calls as decisions changed them
+                before = list(recorded.messages)
             prompt = _prompt(given)
             if prompt is not None:  # a watcher sees the message the run answers
                 before.append(_agui.AguiUser(id=f"m{len(before)}", content=prompt))
             snapshot = _agui.corrected(given.messages, work.edits) if work.edits else None
-            translator = _agui.Translator(
-                thread_id,
-                run_id,
-                known_calls=_agui.call_ids(given.messages),
-                known_results=_agui.answered_ids(given.messages),
-                opening=[snapshot] if snapshot is not None else [],
-            )
+            translator = _agui.Translator(thread_id, run_id)  # what every follower sees
             live = await self.live.start(
                 name, agent, thread_id, translator, events=work.events, before=before
             )
         except (TetherError, ValueError) as exc:
             return _refusal(exc)
-        return _stream(live.follow())
+        # what this client holds shapes its own stream only: followers get the record's
+        return _stream(
+            live.follow(
+                known_calls=_agui.call_ids(given.messages),
+                known_results=_agui.answered_ids(given.messages),
+                opening=[snapshot] if snapshot is not None else [],
+            )
+        )
 
 
 async def _run_input(request: Request) -> Any:
     """The request's AG-UI RunAgentInput, or the answer (a Response) refusing it: too
-    long, or not one. A long one is read off the event loop."""
+    long, too slow to arrive, not one, or with a `runId` that is no short safe name.
+    A long one is read off the event loop."""
     from ag_ui.core import RunAgentInput
 
     declared = request.headers.get("content-length", "")
@@ -470,18 +478,31 @@ async def _run_input(request: Request) -> Any:
     if declared.isdigit() and int(declared) > _MOST_BODY:
         return too_long
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MOST_BODY:
-            return too_long
+    try:
+        async with asyncio.timeout(_BODY_SECONDS):  # a body trickling in holds nothing open
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > _MOST_BODY:
+                    return too_long
+    except TimeoutError:
+        return _error(408, f"a run request's body must arrive within {_BODY_SECONDS:g} seconds")
     try:
         if len(body) > _PARSED_ON_LOOP:
-            return await asyncio.to_thread(RunAgentInput.model_validate_json, bytes(body))
-        return RunAgentInput.model_validate_json(bytes(body))
+            given = await asyncio.to_thread(RunAgentInput.model_validate_json, bytes(body))
+        else:
+            given = RunAgentInput.model_validate_json(bytes(body))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         return _error(400, f"not an AG-UI RunAgentInput: {where}: {first['msg']}")
+    if given.run_id and not _RUN_ID.fullmatch(given.run_id):  # none: tether makes one
+        shown = repr(given.run_id[:80]) + ("..." if len(given.run_id) > 80 else "")
+        return _error(
+            400,
+            "a runId is 1 to 128 letters (a-z, A-Z), digits and '_', '.', ':', '@', '-', "
+            f"starting with a letter or digit; got {shown} ({len(given.run_id)} characters)",
+        )
+    return given
 
 
 def _stream(chunks: AsyncIterator[str]) -> Response:
@@ -661,7 +682,7 @@ async def _thread_json(agent: Agent[Any], thread: Thread, live: bool) -> dict[st
         "metadata": thread.metadata,
         "interrupts": waiting,
         "decided": decided,
-        "files": _changes(thread),
+        "files": _changes(agent, thread),
         "subagents": _subagents(thread),
     }
 
@@ -702,18 +723,21 @@ def _subagents(thread: Thread) -> list[dict[str, Any]]:
     ]
 
 
-def _changes(thread: Thread) -> list[dict[str, Any]]:
-    """The files the thread's file calls changed (subagents' included), oldest first."""
+def _changes(agent: Agent[Any], thread: Thread) -> list[dict[str, Any]]:
+    """The files the thread's file calls changed (subagents' included), oldest first.
+    A main-agent call is one of the agent's own file tools only when the agent has that
+    tool: else it was a frontend tool of that name (the client ran it, nothing here)."""
     from tether.messages import AssistantMessage, ToolResultMessage
 
+    own = set(agent._plan.tools)
     done: dict[str, bool] = {}
     calls = []
     for source in [thread, *_all_subagents(thread)]:
         for message in source.messages:
             if isinstance(message, ToolResultMessage):
                 done.update((r.call_id, not r.is_error) for r in message.results)
-            elif isinstance(message, AssistantMessage):
-                calls += message.tool_calls
+            elif isinstance(message, AssistantMessage):  # frontend tools are the main run's
+                calls += [c for c in message.tool_calls if source is not thread or c.name in own]
     changes = []
     for call in calls:
         change = _agui.change_of(call) if done.get(call.id) else None
@@ -739,6 +763,8 @@ async def _pending_diff(agent: Agent[Any], thread: Thread, request: ApprovalRequ
     from tether.capabilities.subagents import files_of
     from tether.tools.files import change_diff
 
+    if request.client_tool:  # the client's own tool, whatever its name: no file of ours
+        return None
     args = request.args
     view = files_of(agent, request.path)
     if view is None or not isinstance(args, Mapping) or not isinstance(args.get("file_path"), str):

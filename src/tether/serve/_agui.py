@@ -220,9 +220,13 @@ def corrected(given: Sequence[Any], args: Mapping[str, Any]) -> MessagesSnapshot
 
 
 def _same(arguments: str, args: Any) -> bool:
+    """Whether a client's `arguments` (JSON text) are `args`, compared as canonical JSON:
+    `1`, `1.0` and `true` differ (Python's == holds them equal). Arguments that cannot be
+    read (not JSON, nested too deep, a number too long) are not the same."""
     try:
-        return bool(json.loads(arguments) == args)
-    except ValueError:
+        given = json.dumps(json.loads(arguments), sort_keys=True)
+        return given == json.dumps(args, sort_keys=True)
+    except (RecursionError, ValueError, TypeError):
         return False
 
 

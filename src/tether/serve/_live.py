@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType, MessagesSnapshotEvent
@@ -18,13 +18,16 @@ from ag_ui.encoder import EventEncoder
 from tether.agent import Agent
 from tether.errors import ConfigurationError
 from tether.events import Event
-from tether.serve._agui import Translator
+from tether.serve._agui import Translator, answered_ids, call_ids
 
 __all__ = ["LiveRun", "LiveRuns"]
 
 _ENCODER = EventEncoder()
 _KEEPALIVE_SECONDS = 15.0
 _BEGIN_WAIT_SECONDS = 10.0  # how long a stop waits for a starting run to take its thread
+_CALL_PARTS = frozenset(
+    {EventType.TOOL_CALL_START, EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END}
+)
 
 
 def encode(event: BaseEvent) -> str:
@@ -44,6 +47,8 @@ class LiveRun:
         self.thread_id = thread_id
         self.translator = translator
         self.chunks: list[str] = []
+        self.keys: list[tuple[str, str | None]] = []
+        """By chunk: its event's type and the call it is of (None for others)."""
         self._opened = 0
         """How many chunks go up to the main run's RUN_STARTED (0 before it came)."""
         self.done = False
@@ -56,6 +61,7 @@ class LiveRun:
             return
         for event in events:
             self.chunks.append(encode(event))
+            self.keys.append((event.type, getattr(event, "tool_call_id", None)))
             if event.type == EventType.RUN_STARTED and not self._opened:
                 self._opened = len(self.chunks)
         self._wake.set()
@@ -66,23 +72,40 @@ class LiveRun:
         thread is busy, its decisions were given already, ...)."""
         await asyncio.shield(self._begun)
 
-    async def follow(self, *, history: bool = False) -> AsyncIterator[str]:
+    async def follow(
+        self,
+        *,
+        history: bool = False,
+        known_calls: Collection[str] = (),
+        known_results: Collection[str] = (),
+        opening: Sequence[BaseEvent] = (),
+    ) -> AsyncIterator[str]:
         """Every event of the run from its first, then each new one until it ends; a
         comment line now and then keeps idle connections open. With `history`, a
         messages snapshot of the thread as the run found it comes first, right after
-        the RUN_STARTED it belongs to (a client takes nothing before that)."""
+        the RUN_STARTED it belongs to (a client takes nothing before that).
+
+        What one client holds shapes its own stream only, never another's: the calls in
+        `known_calls` (and, with `history`, those of the snapshot) are not announced
+        again, since a client adds each announcement's arguments to what it holds; the
+        results in `known_results` are not sent; `opening` follows RUN_STARTED."""
         index = 0
+        skip_calls, skip_results = set(known_calls), set(known_results)
+        extra = "".join(encode(event) for event in opening)
         if history:
             index = self._opened
             if index:
                 yield "".join(self.chunks[:index])
             yield encode(MessagesSnapshotEvent(messages=self.before))
+            skip_calls |= call_ids(self.before)
+            skip_results |= answered_ids(self.before)
         while True:
             wake = self._wake
             if index < len(self.chunks):  # all that came meanwhile, in one write
-                ready = self.chunks[index:]
-                index += len(ready)
-                yield "".join(ready)
+                ready = self._since(index, skip_calls, skip_results, extra)
+                index = len(self.chunks)
+                if ready:
+                    yield ready
                 continue
             if self.done:
                 return
@@ -90,6 +113,28 @@ class LiveRun:
                 await asyncio.wait_for(wake.wait(), _KEEPALIVE_SECONDS)
             except TimeoutError:
                 yield ": keep-alive\n\n"
+
+    def _since(
+        self, index: int, known_calls: set[str], known_results: set[str], opening: str
+    ) -> str:
+        """The chunks from `index` on that go to a client holding these calls and
+        results, with `opening` right after the main run's RUN_STARTED."""
+        ready: list[str] = []
+        for at in range(index, len(self.chunks)):
+            if self._shown(at, known_calls, known_results):
+                ready.append(self.chunks[at])
+            if at + 1 == self._opened:
+                ready.append(opening)
+        return "".join(ready)
+
+    def _shown(self, at: int, known_calls: set[str], known_results: set[str]) -> bool:
+        """Whether chunk `at` goes to a client holding these calls and results."""
+        kind, call_id = self.keys[at]
+        if call_id is None:
+            return True
+        if kind in _CALL_PARTS:
+            return call_id not in known_calls
+        return kind != EventType.TOOL_CALL_RESULT or call_id not in known_results
 
     async def drive(self, events: AsyncIterator[Event]) -> None:
         """Consume the run's tether events, keeping their AG-UI form."""

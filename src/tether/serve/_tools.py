@@ -97,16 +97,42 @@ def _spec(tool: Any) -> ToolSpec:
         raise ConfigurationError(
             f"frontend tool {name!r}: 'properties' must map each argument to its schema"
         )
-    size = len(json.dumps(schema))
-    if size > SCHEMA_CHARS:
+    if _outgrows(schema, SCHEMA_CHARS):  # measured before a long one is written out
         raise ConfigurationError(
-            f"frontend tool {name!r}: its schema is {size} characters; {SCHEMA_CHARS} at most"
+            f"frontend tool {name!r}: its schema is over {SCHEMA_CHARS} characters; "
+            f"{SCHEMA_CHARS} at most"
         )
     if _depth(schema) > SCHEMA_DEPTH:
         raise ConfigurationError(
             f"frontend tool {name!r}: its schema nests deeper than {SCHEMA_DEPTH} levels"
         )
+    size = len(json.dumps(schema))
+    if size > SCHEMA_CHARS:
+        raise ConfigurationError(
+            f"frontend tool {name!r}: its schema is {size} characters; {SCHEMA_CHARS} at most"
+        )
     return ToolSpec(name, description, dict(schema))
+
+
+def _outgrows(value: Any, limit: int) -> bool:
+    """Whether JSON `value` surely takes more than `limit` characters written out: its
+    strings, keys and one character per other item counted, the walk stopping as soon
+    as they pass `limit` (a long schema is never written out whole to be measured)."""
+    size = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            size += 1 + sum(len(str(k)) + 3 for k in item)
+            stack += item.values()
+        elif isinstance(item, list):
+            size += 1 + len(item)
+            stack += item
+        else:
+            size += len(item) + 2 if isinstance(item, str) else 1
+        if size > limit:
+            return True
+    return False
 
 
 def _depth(value: Any) -> int:

@@ -147,6 +147,11 @@ def decode_args(tool_name: str, args: dict[str, Any] | str) -> dict[str, Any] | 
                 f"The arguments for '{tool_name}' are not valid JSON ({exc}). "
                 "Send them again as one JSON object."
             )
+        except (RecursionError, ValueError):  # nested too deep, a number too long to read
+            return (
+                f"The arguments for '{tool_name}' could not be read: they nest too deep or "
+                "hold a number too long. Send them again as one plain JSON object."
+            )
     if not isinstance(decoded, dict):
         return (
             f"The arguments for '{tool_name}' must be a JSON object, "
