@@ -413,3 +413,16 @@ def _documents(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, list):
         return [d for v in value for d in _documents(v)]
     return []
+
+
+async def test_a_malformed_tool_use_or_output_is_a_malformed_call() -> None:
+    from tether.models import response_of
+
+    stops = ["malformed_tool_use", "malformed_model_output"]
+    replies = [Reply(body=converse_stream("Saving.", stop=stop), headers=STREAM) for stop in stops]
+    with serving(replies, chunked=True) as server:
+        bedrock = model(server.url, max_retries=0)
+        for stop in stops:
+            response = await response_of(bedrock.stream(_request_of(bedrock)))
+            assert response.finish_reason == "malformed_call", stop
+            assert response.message.text == "Saving."

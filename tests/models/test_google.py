@@ -267,3 +267,24 @@ def test_a_reply_without_usage_metadata_is_estimated_not_free() -> None:
     assert result.output == "Fine."
     assert result.usage.input_tokens > 0
     assert result.usage.output_tokens > 0
+
+
+MALFORMED = ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"]
+
+
+async def test_a_call_gemini_dropped_as_broken_is_a_malformed_call() -> None:
+    """Gemini dropped the call the model tried (it could not parse it, it was not offered,
+    one too many): the text before it is no answer. OTHER and a missing thought
+    signature stay Gemini's own words."""
+    from tether.models import ModelRequest, response_of
+
+    reasons = [*MALFORMED, "OTHER", "MISSING_THOUGHT_SIGNATURE"]
+    said = "I'll save the note now."
+    replies = [Reply(body=sse([chunk([{"text": said}], reason)])) for reason in reasons]
+    with serving(replies) as server:
+        model = GoogleModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
+        for reason in reasons:
+            response = await response_of(model.stream(ModelRequest("", (UserMessage.of("Hi"),))))
+            expected = "malformed_call" if reason in MALFORMED else reason.lower()
+            assert response.finish_reason == expected, reason
+            assert response.message.text == said

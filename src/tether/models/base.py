@@ -70,8 +70,9 @@ class ModelResponse:
     """A model's complete reply.
 
     `finish_reason` is normalized to "stop", "tool_calls", "length" (cut off by the
-    output limit) or "content_filter" when the provider's reason maps to one, and is
-    the provider's own word otherwise.
+    output limit), "content_filter" or "malformed_call" (the model's tool call was
+    dropped or broken) when the provider's reason maps to one, and is the provider's
+    own word otherwise.
     """
 
     message: AssistantMessage

@@ -7,8 +7,10 @@
 The Converse API speaks to every model Bedrock serves (Claude, Nova, Llama, Mistral,
 ...), with one message format and one stream; Anthropic's own Bedrock client would
 reach Claude alone. boto3 is synchronous, so each request's stream is read in a thread
-of its own and handed to the event loop as it arrives; a run that stops early closes
-it. Credentials and region come from boto3's usual places (`AWS_PROFILE`, the
+of its own and handed to the event loop as it arrives; a run that stops early (its
+time limit, a cancel) shuts that request's socket, so a read blocked in the thread
+returns at once and the thread ends; nothing waits for it on the event loop.
+Credentials and region come from boto3's usual places (`AWS_PROFILE`, the
 `AWS_ACCESS_KEY_ID` pair, `AWS_BEARER_TOKEN_BEDROCK`, `AWS_REGION`, instance roles)
 unless given. tether retries as it does for every provider; boto3's own retries are off.
 """
@@ -21,9 +23,10 @@ import itertools
 import json
 import os
 import re
+import socket
 import threading
 import urllib.parse
-from collections.abc import AsyncGenerator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +59,12 @@ _FINISH = {
     "model_context_window_exceeded": "length",
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
+    # The model's tool call was broken: the loop tells it so and asks again.
+    "malformed_tool_use": "malformed_call",
+    "malformed_model_output": "malformed_call",
 }
+# Stops that say the reply is not whole: a later ordinary stop does not undo them.
+_KEPT = frozenset({"content_filter", "length", "malformed_call"})
 # What an error event inside the stream is, in the terms tether's retries read.
 _STREAM_ERRORS = {
     "throttlingException": "rate_limit_error",
@@ -115,9 +123,11 @@ class BedrockModel(_sdk.HTTPAdapter):
 
     `region`, `aws_profile` and the key arguments pick the account (default: boto3's
     usual places); `base_url` points it elsewhere (a VPC endpoint, a proxy, a test
-    server); `client` takes a ready `bedrock-runtime` client. `cache=False` leaves out
-    the prompt-cache points (placed after the system prompt, the tools and the latest
-    turn, for the models that take them).
+    server); `client` takes a ready `bedrock-runtime` client (its new connections are
+    then watched as tether's own are, so that a stopped run can shut its socket; other
+    threads' requests are untouched). `cache=False` leaves out the prompt-cache points
+    (placed after the system prompt, the tools and the latest turn, for the models that
+    take them).
     """
 
     key_hint = (
@@ -155,6 +165,7 @@ class BedrockModel(_sdk.HTTPAdapter):
         self._timeout = timeout_seconds
         self._cache = cache
         self._client: Any = client
+        self._watching = False
         self._lock = threading.Lock()
 
     @property
@@ -205,6 +216,9 @@ class BedrockModel(_sdk.HTTPAdapter):
                     raise ConfigurationError(
                         f"cannot make a Bedrock client for {self._name!r}: {exc}"
                     ) from exc
+            if not self._watching:
+                _watch_connections(self._client)
+                self._watching = True
             return self._client
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
@@ -257,16 +271,23 @@ class BedrockModel(_sdk.HTTPAdapter):
 
 
 class _Feed:
-    """One request's stream, read by a thread of its own and handed to the event loop;
-    leaving the block closes the stream, which ends the thread's read."""
+    """One request's stream, read by a thread of its own and handed to the event loop.
+
+    Leaving the block never waits: it marks the feed closed and shuts the socket of the
+    request's connection (caught as it connected, or the response's own), so a read or
+    a send blocked in the thread returns at once; the thread then closes the stream
+    itself and ends. A stream that was read to its end is left alone (its connection
+    may be back in boto3's pool)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, model: BedrockModel, params: Any) -> None:
         self._loop = loop
         self._model = model
         self._params = params
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._stream: Any = None
-        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._done = False
+        self._stops: list[Callable[[], object]] = []
         self.request_id: str | None = None
 
     def __enter__(self) -> _Feed:
@@ -274,11 +295,27 @@ class _Feed:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._closed.set()
-        stream = self._stream
-        if stream is not None:
+        with self._lock:
+            self._closed = True
+            stops, self._stops = self._stops, []
+            if self._done:
+                return
+        for stop in stops:
             with contextlib.suppress(Exception):
-                stream.close()
+                stop()
+
+    def on_close(self, stop: Callable[[], object] | None) -> None:
+        """Call `stop` (which unblocks the thread's read) when the feed closes early, or
+        now if it already has."""
+        if stop is None:
+            return
+        with self._lock:
+            if not self._closed:
+                if not self._done:
+                    self._stops.append(stop)
+                return
+        with contextlib.suppress(Exception):
+            stop()
 
     async def next(self) -> Any:
         item = await self._queue.get()
@@ -286,27 +323,88 @@ class _Feed:
             raise item
         return item
 
-    def _put(self, item: Any) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+    def _put(self, item: Any, *, last: bool = False) -> None:
+        with self._lock:
+            if last:
+                self._done, self._stops = True, []
+            if self._closed:
+                return
+        with contextlib.suppress(RuntimeError):  # the loop is gone
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
     def _read(self) -> None:
+        _current.feed = self
+        stream: Any = None
         try:
+            if self._closed:
+                return
             response = self._model._bedrock().converse_stream(**self._params)
             meta = response.get("ResponseMetadata") or {}
             self.request_id = meta.get("RequestId")
-            self._stream = response["stream"]
-            _check_event_stream(self._stream, meta, self.request_id)
-            if self._closed.is_set():
-                self._stream.close()
-                return
-            for event in self._stream:
-                if self._closed.is_set():
+            stream = response["stream"]
+            self.on_close(getattr(getattr(stream, "_raw_stream", None), "shutdown", None))
+            _check_event_stream(stream, meta, self.request_id)
+            for event in stream:
+                if self._closed:
                     return
                 self._put(event)
-            self._put(_END)
+            self._put(_END, last=True)
         except Exception as exc:
-            if not self._closed.is_set():
-                self._put(_translated(exc, self._model._where()))
+            if not self._closed:
+                self._put(_translated(exc, self._model._where()), last=True)
+        finally:
+            _current.feed = None
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+
+_current = threading.local()
+"""`feed`: the `_Feed` whose request this thread sends, if any."""
+
+
+def _watch(sock: Any) -> None:
+    """Tell the feed this thread reads for (if any) which socket its request uses."""
+    feed = getattr(_current, "feed", None)
+    if feed is not None and isinstance(sock, socket.socket):
+        feed.on_close(lambda: _shut(sock))
+
+
+def _shut(sock: socket.socket) -> None:
+    """Shut both ways, which makes a read or send blocked in another thread return. The
+    plain socket's call, also under TLS: the thread reading keeps its TLS state."""
+    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watch_connections(client: Any) -> None:
+    """Make `client`'s new HTTP connections report their sockets to the feed of the
+    thread that uses them (when the client is boto3's usual urllib3 one; otherwise a
+    stopped run still shuts the response's socket once the headers came)."""
+    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    pools = getattr(session, "_pool_classes_by_scheme", None)
+    if not isinstance(pools, dict):
+        return
+    for scheme, pool in list(pools.items()):
+        connection = getattr(pool, "ConnectionCls", None)
+        if connection is None or getattr(pool, "_tether_watched", False):
+            continue
+        watched = {"ConnectionCls": _watched(connection), "_tether_watched": True}
+        # the same dict object is the pool managers' own: new pools use these
+        pools[scheme] = type(pool.__name__, (pool,), watched)
+
+
+def _watched(connection: Any) -> Any:
+    """`connection` (a urllib3 connection class) that reports its socket to `_watch`."""
+
+    def connect(self: Any) -> None:
+        connection.connect(self)
+        _watch(self.sock)
+
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _watch(self.sock)  # a connection kept from an earlier request
+        return connection.request(self, *args, **kwargs)
+
+    return type(connection.__name__, (connection,), {"connect": connect, "request": request})
 
 
 def _check_event_stream(stream: Any, meta: Any, request_id: str | None) -> None:
@@ -352,8 +450,8 @@ def _translated(exc: Exception, url: str) -> Exception:
 class _Block:
     kind: str = "text"
     text: list[str] = field(default_factory=list)
-    signature: str = ""
-    redacted: bytes = b""
+    signature: list[str] = field(default_factory=list)
+    redacted: list[bytes] = field(default_factory=list)
     call_id: str = ""
     name: str = ""
     position: int = 0
@@ -362,7 +460,10 @@ class _Block:
 
 @dataclass
 class _Reader:
-    """Turns the Converse stream's events into deltas, and its blocks into a response."""
+    """Turns the Converse stream's events into deltas, and its blocks into a response.
+
+    Blocks are kept in the order they arrived, which is the order the streamed calls
+    were numbered in: each call keeps its own id and arguments, whatever the indexes."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
     calls: int = 0
@@ -384,7 +485,9 @@ class _Reader:
             found = event["contentBlockDelta"]
             return self._delta(found.get("contentBlockIndex", 0), found.get("delta") or {})
         elif "messageStop" in event:
-            self.stop_reason = event["messageStop"].get("stopReason") or "end_turn"
+            said = _FINISH.get(self.stop_reason or "")
+            if said not in _KEPT:  # a filter's or a cut's word stands
+                self.stop_reason = event["messageStop"].get("stopReason") or "end_turn"
         elif "metadata" in event:
             self.usage.update(event["metadata"].get("usage") or {})
         return None
@@ -405,8 +508,10 @@ class _Reader:
         if "reasoningContent" in delta:
             block = self.blocks.setdefault(index, _Block("thinking"))
             reasoning = delta["reasoningContent"]
-            block.signature += reasoning.get("signature", "")
-            block.redacted += reasoning.get("redactedContent", b"")
+            if reasoning.get("signature"):
+                block.signature.append(reasoning["signature"])
+            if reasoning.get("redactedContent"):
+                block.redacted.append(reasoning["redactedContent"])
             if reasoning.get("text"):
                 block.text.append(reasoning["text"])
                 return StreamDelta("thinking", reasoning["text"])
@@ -421,15 +526,15 @@ class _Reader:
         if self.stop_reason is None:
             raise ModelError(f"the {PROVIDER} stream ended before the reply was complete")
         parts: list[AssistantPart] = []
-        for block in (self.blocks[i] for i in sorted(self.blocks)):
+        for block in self.blocks.values():
             text = "".join(block.text)
             if block.kind == "tool_use":
                 parts.append(ToolCall(block.name, _arguments(text), block.call_id))
             elif block.kind == "thinking" and block.redacted:
-                signature = block.redacted.hex()
+                signature = b"".join(block.redacted).hex()
                 parts.append(ThinkingPart("", signature, PROVIDER, redacted=True))
             elif block.kind == "thinking":
-                parts.append(ThinkingPart(text, block.signature or None, PROVIDER))
+                parts.append(ThinkingPart(text, "".join(block.signature) or None, PROVIDER))
             elif text:
                 parts.append(TextPart(text))
         cache_read = _sdk.usage_int(self.usage.get("cacheReadInputTokens"))

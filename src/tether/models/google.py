@@ -10,9 +10,11 @@ thinking tokens are read from it. tether retries as it does for every provider; 
 SDK's own retries are off.
 
 A reply a filter stopped (finish reason SAFETY, RECITATION, PROHIBITED_CONTENT, ...)
-ends with finish reason "content_filter", keeping the text that came before; a prompt
-Gemini refuses outright (`promptFeedback.blockReason`, no reply at all) is a
-`ContentFilterError` naming the reason.
+ends with finish reason "content_filter", keeping the text that came before, and a later
+ordinary finish does not undo it; a prompt Gemini refuses outright
+(`promptFeedback.blockReason`, no reply at all) is a `ContentFilterError` naming the
+reason. A call Gemini dropped as broken (MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL,
+TOO_MANY_TOOL_CALLS) ends with "malformed_call": the loop asks the model again.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ _GEMINI_VERSION = "v1beta"  # where the Gemini API has tools, thinking and cachi
 # reason for which a filter stopped the reply (safety, recitation, blocklists, personal
 # data, prohibited content, Model Armor, the account's use policy) is "content_filter";
 # CONTINUATION (the per-request limit, when the SDK does not go on by itself) is a cut.
+# A tool call Gemini could not parse, did not offer, or one too many is "malformed_call".
 # Others pass as their own word, lowercased.
 _FILTERED = (
     "SAFETY",
@@ -70,7 +73,13 @@ _FINISH = {
     "MAX_TOKENS": "length",
     "CONTINUATION": "length",
     **dict.fromkeys(_FILTERED, "content_filter"),
+    **dict.fromkeys(
+        ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"),
+        "malformed_call",
+    ),
 }
+# Finishes that say the reply is not whole: a later ordinary finish does not undo them.
+_KEPT = frozenset({"content_filter", "length", "malformed_call"})
 
 
 class _APIStatus(Exception):
@@ -209,9 +218,14 @@ def _transport() -> Any:
 
 @dataclass
 class _Reader:
-    """Turns the streamed chunks into deltas, and what they built into a response."""
+    """Turns the streamed chunks into deltas, and what they built into a response.
+
+    Answer text is gathered piece by piece and joined once, when another part follows
+    or the reply ends."""
 
     parts: list[AssistantPart] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    """The answer text since the last other part, not yet joined."""
     usage: Any = None
     model: str | None = None
     response_id: str | None = None
@@ -229,8 +243,8 @@ class _Reader:
         deltas: list[StreamDelta] = []
         for candidate in (getattr(chunk, "candidates", None) or [])[:1]:
             reason = getattr(candidate, "finish_reason", None)
-            if reason is not None:
-                self.finish = _word(reason)
+            if reason is not None and _FINISH.get(self.finish or "") not in _KEPT:
+                self.finish = _word(reason)  # a filter's or a cut's word stands
             content = getattr(candidate, "content", None)
             for part in getattr(content, "parts", None) or []:
                 deltas += self._part(part)
@@ -238,26 +252,30 @@ class _Reader:
 
     def _part(self, part: Any) -> list[StreamDelta]:
         signature = getattr(part, "thought_signature", None)
+        call = getattr(part, "function_call", None)
+        text = getattr(part, "text", None)
+        if signature or call is not None or (text and getattr(part, "thought", False)):
+            self._end_text()
         if signature:  # Gemini wants it back with the part it came on
             encoded = base64.b64encode(signature).decode()
             self.parts.append(ThinkingPart("", encoded, PROVIDER))
-        call = getattr(part, "function_call", None)
         if call is not None:
             args = dict(call.args or {})
             self.parts.append(ToolCall(call.name or "", args, call.id or new_call_id()))
             return []
-        text = getattr(part, "text", None)
         if not text:
             return []
         if getattr(part, "thought", False):
             self.parts.append(ThinkingPart(text, None, PROVIDER))
             return [StreamDelta("thinking", text)]
-        last = self.parts[-1] if self.parts else None
-        if isinstance(last, TextPart):
-            self.parts[-1] = TextPart(last.text + text)
-        else:
-            self.parts.append(TextPart(text))
+        self.text.append(text)
         return [StreamDelta("text", text)]
+
+    def _end_text(self) -> None:
+        """The text gathered so far, as one part."""
+        if self.text:
+            self.parts.append(TextPart("".join(self.text)))
+            self.text.clear()
 
     def response(self, name: str) -> ModelResponse:
         if self.finish is None and self.blocked is not None:  # no candidate at all
@@ -269,6 +287,7 @@ class _Reader:
             )
         if self.finish is None:
             raise ModelError(f"the {PROVIDER} stream ended before the reply was complete")
+        self._end_text()
         calls = any(isinstance(p, ToolCall) for p in self.parts)
         finish = _FINISH.get(self.finish, self.finish.lower())
         if finish == "stop" and calls:
