@@ -359,6 +359,17 @@ async def test_calls_with_neither_index_nor_id() -> None:
     assert len({c.id for c in calls}) == 3
 
 
+async def test_braces_and_quotes_inside_strings_do_not_end_a_call() -> None:
+    """Without index or id, a call ends when its object closes: braces, brackets and
+    escaped quotes inside its strings, split across pieces, do not close it."""
+    pieces = ['{"text": "}', "\\", '"]{', "\\\\", '"}', '{"text": "b"}']
+    calls, _, _ = await _calls(
+        *[chunk({"tool_calls": [_call({"name": "note", "arguments": p})]}) for p in pieces],
+        chunk({}, "tool_calls"),
+    )
+    assert [c.args for c in calls] == [{"text": '}"]{\\'}, {"text": "b"}]
+
+
 async def test_arguments_sent_as_an_object() -> None:
     calls, _, deltas = await _calls(
         chunk({"tool_calls": [_call({"name": "note", "arguments": {"text": "a"}}, index=0)]}),
@@ -562,8 +573,36 @@ async def test_vllm_error_object_in_the_stream() -> None:
         {"object": "error", "message": "length exceeded", "type": "BadRequestError", "code": 400},
     )
     server = MockServer([failed])
-    with pytest.raises(ModelError, match="in the middle of its reply: length exceeded"):
+    with pytest.raises(ModelError, match="in the middle of its reply: length exceeded") as caught:
         await create_agent(compatible(server)).arun("Hi")
+    assert len(server.bodies) == 1  # a bad request is not tried again
+    assert not caught.value.transient
+
+
+async def test_vllm_overloaded_error_object_before_any_reply_is_retried() -> None:
+    """vLLM's error chunk is retried as the `{"error": ...}` event is: its code says the
+    fault may pass, and nothing of the reply had come."""
+    overloaded = {
+        "object": "error",
+        "message": "The server is overloaded",
+        "type": "ServiceUnavailableError",
+        "param": None,
+        "code": 503,
+    }
+    failed = stream(chunk({"role": "assistant", "content": ""}), overloaded)
+    server = MockServer([failed, text_reply("ok")])
+    assert (await create_agent(compatible(server)).arun("Hi")).output == "ok"
+    assert len(server.bodies) == 2
+
+
+async def test_vllm_overloaded_error_object_after_some_reply_is_transient_not_retried() -> None:
+    overloaded = {"object": "error", "message": "overloaded", "code": 503}
+    failed = stream(chunk({"role": "assistant", "content": "Half"}), overloaded)
+    server = MockServer([failed])
+    with pytest.raises(ModelError, match="overloaded") as caught:
+        await create_agent(compatible(server)).arun("Hi")
+    assert len(server.bodies) == 1  # part of it was streamed already
+    assert not caught.value.transient
 
 
 async def test_a_finish_of_error_without_detail_is_not_an_answer() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -667,6 +668,38 @@ async def test_responses_failed_is_a_model_error() -> None:
     )
     with pytest.raises(ModelError, match="The model failed to respond"):
         await create_agent(responses_model(server)).arun("Hi")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("name", None, "whose name is None"),
+        ("call_id", 7, "whose call_id is 7"),
+        ("arguments", None, "whose arguments are None"),
+        ("arguments", {"city": "Oslo"}, "whose arguments are {'city': 'Oslo'}"),
+    ],
+)
+async def test_responses_call_with_odd_fields_is_a_model_error(
+    field: str, value: object, said: str
+) -> None:
+    """A server speaking the Responses API (a proxy, Azure's v1) with a null or odd field
+    in a function call: a clear error that is not retried, never a crash of the run nor
+    a call run with arguments made up."""
+    called: list[str] = []
+
+    @tool
+    def weather(city: str = "Paris") -> str:
+        """Weather for a city."""
+        called.append(city)
+        return "sunny"
+
+    item = {**call_item("call_w", "weather", '{"city": "Oslo"}'), field: value}
+    server = MockServer([responses_stream([item])])
+    with pytest.raises(ModelError, match=re.escape(said)) as caught:
+        await create_agent(responses_model(server), tools=[weather]).arun("Weather?")
+    assert not caught.value.transient
+    assert called == []
+    assert len(server.bodies) == 1
 
 
 def test_tool_arguments_on_the_wire_are_always_json() -> None:

@@ -34,7 +34,7 @@ from tether.messages import (
     Usage,
 )
 from tether.models import _sdk
-from tether.models._chat_stream import ChatReader, decode_arguments
+from tether.models._chat_stream import ChatReader, decode_arguments, stream_error
 from tether.models.base import (
     ModelRequest,
     ModelResponse,
@@ -144,9 +144,21 @@ class OpenAIModel(_sdk.HTTPAdapter):
         async with events:  # closes the response if the caller stops early
             await _sdk.check_event_stream(events.response, self._provider or "the server")
             async for event in events:
+                error = stream_error(event) if self.api == "chat" else None
+                if error is not None:  # vLLM's: raised as the SDK raises `{"error": ...}`
+                    raise self._stream_error(error, events.response)
                 for delta in reader.read(event):
                     yield delta
         yield reader.response()
+
+    def _stream_error(self, body: dict[str, Any], response: Any) -> Exception:
+        """vLLM's error chunk as the SDK's error for an error event, so the two are
+        retried (or not) alike."""
+        message = body.get("message")
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        error: Exception = self._sdk().APIError(message, response.request, body=body)
+        return error
 
     # -- Chat Completions --------------------------------------------------------
 
@@ -262,10 +274,13 @@ class _ResponsesReader:
     call_names: dict[str, str] = field(default_factory=dict)
     call_positions: dict[str, int] = field(default_factory=dict)
     final: Any = None
+    cut: str | None = None  # why a response said it was incomplete, kept once said
 
     def read(self, event: Any) -> list[StreamDelta]:
         delta = self._delta(event)
-        return [] if delta is None else [delta]
+        if delta is None or not isinstance(delta.delta, str) or not delta.delta:
+            return []  # a null or odd piece from a server copying the API says nothing
+        return [delta]
 
     def _delta(self, event: Any) -> StreamDelta | None:
         kind = event.type
@@ -285,6 +300,9 @@ class _ResponsesReader:
             return StreamDelta("tool_call", event.delta, call_id, tool, position)
         elif kind in ("response.completed", "response.incomplete"):
             self.final = event.response
+            reason = _incomplete_reason(event.response)
+            if reason is not None and self.cut != "content_filter":  # a filter's is final
+                self.cut = reason
         elif kind == "response.failed":
             error = event.response.error
             raise ModelError(f"{PROVIDER} failed the response: {getattr(error, 'message', error)}")
@@ -296,7 +314,8 @@ class _ResponsesReader:
         final = self.final
         if final is None:
             raise ModelError("the stream ended before the reply was complete")
-        reason = getattr(final.incomplete_details, "reason", None)
+        # A later `response.completed` does not undo an earlier incomplete one.
+        reason = self.cut
         finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
             str(reason), reason
         )
@@ -307,6 +326,14 @@ class _ResponsesReader:
             tuple(parts), final.model or self.model, _responses_usage(final.usage)
         )
         return ModelResponse(message, finish, getattr(final, "id", None))
+
+
+def _incomplete_reason(response: Any) -> str | None:
+    """Why a final response says it is incomplete, or None when it does not."""
+    reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
+    if reason is None:
+        return None
+    return reason if isinstance(reason, str) and reason else "unknown"
 
 
 def _responses_usage(usage: Any) -> Usage:
@@ -336,10 +363,26 @@ def _responses_parts(output: Iterable[Any], *, cut: bool) -> list[AssistantPart]
             summary = "\n\n".join(s.text for s in item.summary)
             parts.append(ThinkingPart(summary, item.encrypted_content, PROVIDER, item.id))
         elif item.type == "function_call":
+            name, call_id = _call_field(item, "name"), _call_field(item, "call_id")
+            arguments = getattr(item, "arguments", None)
+            if not isinstance(arguments, str):  # never guessed, not even as {}
+                raise ModelError(
+                    f"the server sent a function call ({name}) whose arguments are "
+                    f"{arguments!r:.80}, not text"
+                )
             truncated = cut and n == len(items) - 1
-            args = item.arguments if truncated else decode_arguments(item.arguments)
-            parts.append(ToolCall(item.name, args, item.call_id))
+            args = arguments if truncated else decode_arguments(arguments)
+            parts.append(ToolCall(name, args, call_id))
     return parts
+
+
+def _call_field(item: Any, key: str) -> str:
+    """A function call's `name` or `call_id`, which must be text: the server's own error
+    otherwise, never a crash of the loop."""
+    value = getattr(item, key, None)
+    if not isinstance(value, str) or not value:
+        raise ModelError(f"the server sent a function call whose {key} is {value!r:.80}, not text")
+    return value
 
 
 # -- writing requests --------------------------------------------------------------
