@@ -32,7 +32,7 @@ CATASTROPHIC = "(a+)+$"  # exponential on a backtracking engine
 TREE_FILES = 3_000
 
 
-async def _worst_stall(work: Callable[[], Awaitable[Any]]) -> float:
+async def worst_stall(work: Callable[[], Awaitable[Any]]) -> float:
     """The longest the loop went without running a 10 ms heartbeat while `work` ran."""
     worst = 0.0
     done = asyncio.Event()
@@ -127,7 +127,7 @@ async def test_measured_in_a_fresh_interpreter(tmp_path: Path, kind: str) -> Non
         async def work(name: str = name, args: dict[str, Any] = args) -> None:
             results.append(await call_tool(backend, name, **args))
 
-        stalls[f"{name} {args}"] = await _worst_stall(work)
+        stalls[f"{name} {args}"] = await worst_stall(work)
     assert len(results) == len(CALLS)
     slow = {call: round(s, 3) for call, s in stalls.items() if s > STALL_LIMIT}
     assert not slow, f"the event loop stalled on {kind}: {slow}"
@@ -203,7 +203,7 @@ async def test_cards_measured_in_a_fresh_interpreter(tmp_path: Path, case: str) 
                 page = await c.get("/api/agents/a/threads/t")
                 cards.extend(page.json()["interrupts"])
 
-        stall = await _worst_stall(open_the_page)
+        stall = await worst_stall(open_the_page)
     assert stall <= STALL_LIMIT, f"the event loop stalled {stall:.3f} s on {case}"
     assert len(cards) == 3
     diff = cards[0]["metadata"]["diff"]
@@ -249,7 +249,7 @@ async def test_mcp_measured_in_a_fresh_interpreter(transport: str) -> None:
         await asyncio.gather(*(refused(s, n) for n, s in enumerate(hostile)), agent.arun("Wait."))
 
     try:
-        stall = await _worst_stall(ask_them_all)
+        stall = await worst_stall(ask_them_all)
     finally:
         for server in started:
             server.kill()

@@ -9,12 +9,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.security.test_event_loop import worst_stall
 from tether import create_agent
 from tether._mcp_client import PROGRESS_EVERY, Progress, Root, backend_roots
 from tether.backends import CompositeBackend, StateBackend
@@ -131,30 +130,6 @@ def test_a_progress_flood_holds_neither_memory_nor_the_event_loop() -> None:
     assert "1 passed" in done.stdout
 
 
-async def _worst_stall(work: Callable[[], Awaitable[Any]]) -> float:
-    """The longest the loop went without running a 10 ms heartbeat while `work` ran."""
-    worst = 0.0
-    done = asyncio.Event()
-
-    async def heartbeat() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.01)
-            now = time.perf_counter()
-            worst = max(worst, now - last - 0.01)
-            last = now
-
-    beat = asyncio.create_task(heartbeat())
-    await asyncio.sleep(0.02)
-    try:
-        await work()
-    finally:
-        done.set()
-        await beat
-    return worst
-
-
 @pytest.mark.skipif(not os.environ.get("TETHER_WATCHDOG"), reason="run by the test above")
 async def test_flood_measured_in_a_fresh_interpreter() -> None:
     """3,000 notifications as fast as the server can send them: the run hears at most one
@@ -173,7 +148,7 @@ async def test_flood_measured_in_a_fresh_interpreter() -> None:
                 progress.append(event)
         took = time.monotonic() - started
 
-    stall = await _worst_stall(run)
+    stall = await worst_stall(run)
     assert len(progress) <= took / PROGRESS_EVERY + 2
     assert len(progress) < 300
     assert progress[-1].progress == 3000
