@@ -11,7 +11,7 @@ interrupts of the run's finished event.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ag_ui.core import (
@@ -246,34 +246,17 @@ class Translator:
     `thread_id` and `run_id` are the AG-UI run's. Text, thinking and tool calls are
     numbered per run, so message ids never repeat within it. A model's reply is one
     assistant message: its text streams under the reply's id, and its calls name that
-    id as their `parentMessageId`, so a client files them together.
-
-    `known_calls` are the ids of the calls the client has already (those of its input's
-    messages): a resumed run does not announce them again, since a client adds the
-    arguments of each announcement to what it holds; nor does it send the results it
-    has (`known_results`, by call id: a frontend tool's, which the client gave).
-    `opening` goes right after the main run's RUN_STARTED (a messages snapshot that
-    corrects what the client holds).
+    id as their `parentMessageId`, so a client files them together. What one client
+    already holds is left out per client, by `LiveRun.follow`, never here.
     """
 
-    def __init__(
-        self,
-        thread_id: str,
-        run_id: str,
-        *,
-        known_calls: Collection[str] = (),
-        known_results: Collection[str] = (),
-        opening: Sequence[BaseEvent] = (),
-    ) -> None:
+    def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self._count = 0
         self._text: dict[tuple[str, ...], str] = {}
         self._thinking: dict[tuple[str, ...], str] = {}
         self._announced: set[tuple[tuple[str, ...], str]] = set()
-        self._known = frozenset(known_calls)
-        self._known_results = frozenset(known_results)
-        self._opening = list(opening)
         self._streaming: dict[tuple[str, ...], list[str]] = {}
         """By agent path: the calls whose arguments are streaming in, not ended yet."""
         self._reply: dict[tuple[str, ...], str] = {}
@@ -362,8 +345,7 @@ class Translator:
     def _on_run_started(self, event: RunStarted) -> list[BaseEvent]:
         sub = subagent_id(event.path)
         if sub is None:
-            opening, self._opening = self._opening, []
-            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id), *opening]
+            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
         name = event.path[-1].removeprefix("task:").split("#")[0]
         parent = subagent_id(event.path[:-1])
         return [SubagentStartedEvent(subagent_run_id=sub, name=name, parent_subagent_run_id=parent)]
@@ -476,7 +458,7 @@ class Translator:
     def _announce(self, call: ToolCall, path: tuple[str, ...]) -> list[BaseEvent]:
         """A whole call, unless the client has it: from this run, or from its input."""
         key = (path, call.id)
-        if key in self._announced or call.id in self._known:
+        if key in self._announced:
             return []
         self._announced.add(key)
         sub = subagent_id(path)
@@ -497,8 +479,6 @@ class Translator:
         out = [*self._close(event.path), *self._announce(event.call, event.path)]
         self._reply.pop(event.path, None)  # calls are answered: what the model says next is new
         self._answered.add(event.path)
-        if event.call.id in self._known_results:
-            return out
         facts: dict[str, Any] = {"is_error": result.is_error}
         if event.decided is not None:
             facts["decided"] = event.decided
