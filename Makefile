@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit bench clean system-deps screenshots node-deps interop
+.PHONY: demo test lint typecheck unit docs bench clean system-deps screenshots node-deps interop
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/lint-imports  # the layers of ARCHITECTURE.md ([tool.importlinter] in pyproject.toml)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src
@@ -55,7 +56,11 @@ node-deps: $(NODE_STAMP)
 unit: $(STAMP) system-deps node-deps
 	url="$$(scripts/postgres-for-tests.sh)" && TETHER_TEST_POSTGRES="$$url" $(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+# The documentation site, into site/; a broken link or reference fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs unit
 
 # deepagents, pinned with everything it pulls in, in a venv of its own.
 BENCH_VENV := bench/.venv-deepagents

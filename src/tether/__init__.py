@@ -4,6 +4,24 @@ from tether import create_agent, tool, Limits
 
 The names below load on first use (PEP 562), so `import tether` and the `tether`
 command start fast; `from tether import create_agent` loads the agent then.
+
+The package is built in layers, and a module imports only from its own layer or the
+ones below it (also inside functions and for type checking; `make lint` checks this with
+import-linter, the contract in pyproject.toml). Where a lower layer needs an upper one,
+the upper one hands it down: the loop gives the subagents capability the function that
+runs an agent (`tether.state.RUN_AGENT`), and the loop and the `task` tool see an agent
+only as a `tether.plan.RunnableAgent`. From the top:
+
+    durable, serve, cli, testing       what runs agents for people: workers, HTTP, a terminal
+    agent (_build, _options)           Agent and create_agent: options composed into a plan
+    loop (_loop_gates, _loop_model,    one run: request -> model -> tools -> limits,
+      _loop_tools)                     recorded step by step
+    capabilities, mcp, tracing, plan,  what an agent is made of: prompt sections, tools
+      prompt, profiles                 and hooks; MCP servers' tools; OpenTelemetry
+    models, tools, output              model adapters; the @tool machinery and built-in tools
+    backends, stores, checkpoint       files, long-term memory, the run log
+    errors, messages, events, limits,  plain data and rules every layer shares, RunResult
+      approval, state, result          included
 """
 
 from __future__ import annotations
@@ -11,11 +29,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tether._version import __version__ as __version__
+
 if TYPE_CHECKING:
-    from tether.agent import Agent, Prompt, RunResult, StopReason, create_agent
+    from tether._build import create_agent
+    from tether.agent import Agent, Prompt
     from tether.approval import Answer, ApprovalRequest, Approve, Edit, Reject, Respond
     from tether.capabilities import Capability
     from tether.capabilities.compaction import Compaction
+    from tether.capabilities.subagents import Background, SubAgent
     from tether.errors import (
         AlreadyDecidedError,
         ConfigurationError,
@@ -36,8 +58,8 @@ if TYPE_CHECKING:
     )
     from tether.limits import Limits
     from tether.models.prices import Price
+    from tether.result import RunResult, StopReason
     from tether.state import RunState, Todo, ToolContext
-    from tether.tools.task import Background, SubAgent
     from tether.tools.tool import Tool, tool
 
 __all__ = [
@@ -81,14 +103,12 @@ __all__ = [
     "tool",
 ]
 
-__version__ = "0.1.0"
-
 _HOMES = {
     "Agent": "tether.agent",
     "Prompt": "tether.agent",
-    "RunResult": "tether.agent",
-    "StopReason": "tether.agent",
-    "create_agent": "tether.agent",
+    "RunResult": "tether.result",
+    "StopReason": "tether.result",
+    "create_agent": "tether._build",
     "Answer": "tether.approval",
     "ApprovalRequest": "tether.approval",
     "Approve": "tether.approval",
@@ -120,8 +140,8 @@ _HOMES = {
     "ToolContext": "tether.state",
     "Tool": "tether.tools.tool",
     "tool": "tether.tools.tool",
-    "Background": "tether.tools.task",
-    "SubAgent": "tether.tools.task",
+    "Background": "tether.capabilities.subagents",
+    "SubAgent": "tether.capabilities.subagents",
 }
 
 

@@ -1,19 +1,30 @@
 """Checks of the arguments people pass to tether's public functions: each mistake is a
-`ConfigurationError` that names the argument, says what it takes and what it got."""
+`ConfigurationError` that names the argument, says what it takes and what it got.
+
+Groups of options are pydantic models (`validated`): each field's type does the checking
+and one of `Must`, `ListOf` or `DictOf` in its `Annotated` metadata says how its error
+reads. A validator may also raise a `ConfigurationError` of its own, which is raised as is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+import pydantic
+from pydantic_core import CoreSchema, ErrorDetails, core_schema
 
 from tether.errors import ConfigurationError
 
-__all__ = ["each", "each_callable", "flag", "mapping", "optional_text"]
+__all__ = ["DictOf", "Instance", "ListOf", "Must", "each", "got", "validated"]
 
 T = TypeVar("T")
+Options = TypeVar("Options", bound=pydantic.BaseModel)
 
 
-def _got(value: object) -> str:
+def got(value: object) -> str:
+    """`got <type> <repr>`, the repr cut to a line: the end of every argument error."""
     text = repr(value)
     shown = text if len(text) <= 60 else text[:57] + "..."
     return f"got {type(value).__name__} {shown}"
@@ -22,46 +33,86 @@ def _got(value: object) -> str:
 def each(name: str, values: object, kinds: type[T] | tuple[type, ...], what: str) -> tuple[T, ...]:
     """`values` as a tuple, when it is a list (or other iterable) of `kinds`."""
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
-        raise ConfigurationError(f"{name} takes a list of {what}, {_got(values)}")
+        raise ConfigurationError(f"{name} takes a list of {what}, {got(values)}")
     items = tuple(values)
     for index, item in enumerate(items):
         if not isinstance(item, kinds):
-            raise ConfigurationError(f"{name}[{index}] must be {what}, {_got(item)}")
+            raise ConfigurationError(f"{name}[{index}] must be {what}, {got(item)}")
     return items
 
 
-def each_callable(
-    name: str, values: object, what: str, *, also: tuple[type, ...] = ()
-) -> tuple[Any, ...]:
-    """`values` as a tuple, when it is a list of callables (or instances of `also`)."""
-    items = each(name, values, object, what)
-    for index, item in enumerate(items):
-        if not callable(item) and not isinstance(item, also):
-            raise ConfigurationError(f"{name}[{index}] must be {what}, {_got(item)}")
-    return items
+class _IsInstance:
+    """pydantic metadata: the value must already be an instance of the annotated class.
+    Without it pydantic would build a dataclass (`Limits`, say) from a dict."""
+
+    def __get_pydantic_core_schema__(
+        self, source: type[Any], handler: pydantic.GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.is_instance_schema(source)
 
 
-def optional_text(name: str, value: object) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a string or None, {_got(value)}")
-    return value
+Instance = Annotated[T, _IsInstance()]
+"""An instance of `T`, taken as it is."""
 
 
-def flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be True or False, {_got(value)}")
-    return value
+@dataclass(frozen=True, slots=True)
+class Must:
+    """An option's error reads `<name> must <text>, got <value>`, then `hint(value)`."""
+
+    text: str
+    hint: Callable[[object], str] | None = None
+
+    def message(self, name: str, value: object, where: Sequence[Any], item: object) -> str:
+        more = self.hint(value) if self.hint is not None else ""
+        return f"{name} must {self.text}, {got(value)}{more}"
 
 
-def mapping(
-    name: str, value: object, what: str, *, values: type | None = None
-) -> Mapping[str, Any] | None:
-    """`value` when it is None or a mapping with string keys (and `values` as values)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise ConfigurationError(f"{name} takes a dict of {what}, {_got(value)}")
-    for key, item in value.items():
-        if values is not None and not isinstance(item, values):
-            raise ConfigurationError(f"{name}[{key!r}] must be a {values.__name__}, {_got(item)}")
-    return value
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    """A list option's error reads `<name> takes a list of <each>, got ...`, or
+    `<name>[<index>] must be <each>, got ...` for one item."""
+
+    each: str
+
+    def message(self, name: str, value: object, where: Sequence[Any], item: object) -> str:
+        if where and isinstance(where[0], int):
+            return f"{name}[{where[0]}] must be {self.each}, {got(item)}"
+        return f"{name} takes a list of {self.each}, {got(value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class DictOf:
+    """A mapping option's error reads `<name> takes a dict of <what>, got ...`, or
+    `<name>[<key>] must be <values>, got ...` for one value."""
+
+    what: str
+    values: str = "anything"
+
+    def message(self, name: str, value: object, where: Sequence[Any], item: object) -> str:
+        if where and where[-1] != "[key]":
+            return f"{name}[{where[0]!r}] must be {self.values}, {got(item)}"
+        return f"{name} takes a dict of {self.what}, {got(value)}"
+
+
+def validated(group: type[Options], given: Mapping[str, object]) -> Options:
+    """The `group` of options `given` by name; the first mistake in them is a
+    `ConfigurationError` worded by the field's `Must`, `ListOf` or `DictOf`."""
+    try:
+        return group.model_validate(given)
+    except pydantic.ValidationError as exc:
+        raise _configuration_error(group, given, exc.errors()[0]) from None
+
+
+def _configuration_error(
+    group: type[pydantic.BaseModel], given: Mapping[str, object], error: ErrorDetails
+) -> Exception:
+    raised = error.get("ctx", {}).get("error")
+    if isinstance(raised, Exception):  # a validator's own error, worded where it was raised
+        return raised
+    first, *where = error["loc"] or ("",)
+    name = str(first)
+    field = group.model_fields.get(name)
+    says = [m for m in field.metadata if isinstance(m, Must | ListOf | DictOf)] if field else []
+    if not says:
+        return ConfigurationError(f"{name or group.__name__}: {error['msg']}")
+    return ConfigurationError(says[0].message(name, given.get(name), where, error["input"]))

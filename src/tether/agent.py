@@ -1,189 +1,65 @@
-"""`create_agent()` and the `Agent` it returns: run, arun and stream."""
+"""The `Agent` that `create_agent()` returns: run, arun and stream. (`create_agent`,
+which builds it, is in `tether._build`; it can still be imported from here.)"""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeAlias, TypeVar, overload
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeAlias, TypeVar
 
-from tether import _checks, prompts
+from tether import _checks
+from tether._sync import run_sync as _run_sync
 from tether.approval import (
     DECISION_KINDS,
     DECISION_TYPES,
     ApprovalRequest,
     Decision,
-    Gate,
-    GateConfig,
-    approval_rules,
     match_decisions,
 )
-from tether.backends.base import Backend
-from tether.backends.composite import CompositeBackend
-from tether.backends.permissions import Policy, Rule
-from tether.backends.sandbox.base import SandboxBackend
-from tether.backends.state import StateBackend
-from tether.capabilities.base import Capability, overrides
-from tether.capabilities.compaction import Compaction, ContextCompaction
-from tether.capabilities.dangling import DanglingToolCallRepair
-from tether.capabilities.eviction import LargeResultEviction
-from tether.capabilities.filesystem import Filesystem
-from tether.capabilities.memory import Memory
-from tether.capabilities.sandbox import CommandPolicy, Sandbox
-from tether.capabilities.skills import Skills
-from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Subagents
-from tether.capabilities.todos import Todos
-from tether.checkpoint.base import Checkpointer, ThreadInfo, open_checkpointer
-from tether.errors import ConfigurationError, describe
+from tether.capabilities.base import Capability
+from tether.checkpoint.base import Checkpointer, ThreadInfo
+from tether.errors import ConfigurationError
 from tether.events import ApprovalRequested, Compacted, Event, RunFinished, RunStarted
-from tether.limits import Limits, without_spending_limits
+from tether.limits import Limits
+from tether.loop import compact_thread, execute_run
 from tether.messages import (
     AssistantMessage,
     BinaryPart,
     Message,
     TextPart,
     ToolResultMessage,
-    Usage,
     UserMessage,
 )
 from tether.models.base import Model, ModelSettings, ToolSpec
-from tether.models.prices import Price, PriceBook
-from tether.models.resolve import infer_model
-from tether.output import FINAL_RESULT, OutputSpec
-from tether.profiles import GeneralPurposeProfile, HarnessProfile, profile_for
-from tether.prompt import Slot, assemble_system_prompt
-from tether.state import Todo
-from tether.tools.task import GENERAL_PURPOSE, Background, SubAgent
-from tether.tools.tool import Tool, tool
-from tether.tracing import DEFAULT_TRACING, Tracing
+from tether.output import FINAL_RESULT
+from tether.plan import Plan
+from tether.result import RunResult, StopReason
+from tether.tools.tool import Tool
 
 if TYPE_CHECKING:
+    from tether._build import create_agent
     from tether.checkpoint.journal import Journal, Thread
-    from tether.mcp import MCPServer
 
 __all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
 
 OutputT = TypeVar("OutputT")
 T = TypeVar("T")
 
-StopReason: TypeAlias = Literal[
-    "completed",
-    "budget",
-    "loop",
-    "timeout",
-    "interrupted",
-    "cancelled",
-    "content_filter",
-    "error",
-]
 Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
 
 
-_DEFAULT_COMPACTION = Compaction()
-DEFAULT_CHECKPOINTER = "sqlite:///.tether/runs.db"
+def __getattr__(name: str) -> Any:
+    # create_agent is built in tether._build, which imports this module for `Agent`.
+    if name == "create_agent":
+        from tether._build import create_agent
 
-
-@dataclass(frozen=True, slots=True)
-class RunResult(Generic[OutputT]):
-    """How a run ended and everything it did.
-
-    `output` is the final answer when `stop_reason == "completed"`, else None.
-    `messages` is the whole conversation (history included); pass it as
-    `message_history` to continue it. `usage` and `cost_usd` include what subagents
-    spent, `usage_by_agent` breaks usage down by agent path, and `steps` counts this
-    agent's own model calls.
-    """
-
-    output: OutputT | None
-    stop_reason: StopReason
-    messages: tuple[Message, ...]
-    usage: Usage
-    cost_usd: float | None
-    steps: int
-    run_id: str
-    new_messages_start: int = 0
-    files: Mapping[str, bytes] = field(default_factory=dict)
-    """The files of the run's StateBackend, by path (empty for other backends)."""
-    todos: tuple[Todo, ...] = ()
-    """The task list as the agent last wrote it with `write_todos`."""
-    usage_by_agent: Mapping[str, Usage] = field(default_factory=dict)
-    """Usage by agent path: "main", and "main/task:<name>#<n>" for each subagent run."""
-    thread_id: str | None = None
-    """The thread the run was recorded in, if any."""
-    interrupts: tuple[ApprovalRequest, ...] = ()
-    """With `stop_reason == "interrupted"`: the calls waiting for a decision."""
-
-    def new_messages(self) -> tuple[Message, ...]:
-        """The messages this run added (its prompt included), without the history."""
-        return self.messages[self.new_messages_start :]
-
-    @classmethod
-    def of_thread(
-        cls,
-        thread: Thread,
-        stop_reason: StopReason,
-        *,
-        output: OutputT | None = None,
-        interrupts: tuple[ApprovalRequest, ...] = (),
-        thread_id: str | None = None,
-    ) -> RunResult[OutputT]:
-        """The result a recorded `thread` stands at."""
-        return cls(
-            output=output,
-            stop_reason=stop_reason,
-            messages=tuple(thread.messages),
-            usage=thread.usage,
-            cost_usd=thread.cost_usd,
-            steps=thread.steps,
-            run_id=thread.run_id or "",
-            new_messages_start=thread.run_start,
-            files={path: data for path, (data, _) in thread.files.items()},
-            todos=thread.todos,
-            thread_id=thread_id or thread.thread_id,
-            interrupts=interrupts,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What every run of an agent shares, worked out once in create_agent."""
-
-    tools: Mapping[str, Tool]
-    tool_specs: tuple[ToolSpec, ...]
-    system_prompt: str
-    output: OutputSpec
-    prices: PriceBook
-    on_run_start: tuple[Capability, ...]
-    on_run_end: tuple[Capability, ...]
-    before_model: tuple[Capability, ...]
-    after_model: tuple[Capability, ...]
-    before_finish: tuple[Capability, ...]
-    around_tool: tuple[Capability, ...]
-    approvals: Mapping[str, Gate]
-    run_prompt: tuple[Capability, ...] = ()
-    """Capabilities whose prompt section is worked out per run."""
-    held: tuple[Capability, ...] = ()
-    """Capabilities that keep something for the life of an `async with agent:` block."""
-    waits: bool = False
-    """Whether a run may stop for decisions: this agent gates calls, or a subagent does."""
-    tracing: Tracing = DEFAULT_TRACING
-    custom_prompt: str | None = None
-    base_prompt: str | None = None
-    sections: tuple[tuple[Slot, str | None], ...] = ()
-    """The sections known when the agent is built, to assemble with the per-run ones."""
-
-    def run_system_prompt(self, extra: Sequence[tuple[Slot, str | None]]) -> str:
-        """The system prompt with per-run sections in their slots."""
-        if not extra:
-            return self.system_prompt
-        return assemble_system_prompt(
-            self.custom_prompt, [*self.sections, *extra], base=self.base_prompt
-        )
+        return create_agent
+    raise AttributeError(f"module 'tether.agent' has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -199,7 +75,7 @@ class Agent(Generic[OutputT]):
     model_settings: ModelSettings
     output_retries: int
     checkpointer: Checkpointer | None
-    _plan: _Plan = field(repr=False)
+    _plan: Plan = field(repr=False)
 
     async def __aenter__(self) -> Self:
         """Keep what runs can share (MCP server connections) until the block ends, instead
@@ -324,8 +200,6 @@ class Agent(Generic[OutputT]):
         wait: float = 0.0,
         client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
-        from tether.loop import execute_run
-
         client_tools = self._checked_client_tools(client_tools)
         if decisions is not None and not isinstance(decisions, Mapping):
             decisions = _checks.each("decisions", decisions, DECISION_TYPES, DECISION_KINDS)
@@ -402,8 +276,6 @@ class Agent(Generic[OutputT]):
         cost counts in the thread's). What was done, as `Compacted` events (none when
         there was nothing to compact). `wait` is as for `arun`.
         """
-        from tether.loop import compact_thread
-
         done: list[Compacted] = []
         async with self._hold(thread_id, "compact", wait) as (journal, thread):
             if not thread.exists:
@@ -495,8 +367,6 @@ class Agent(Generic[OutputT]):
         metadata: Mapping[str, Any] | None = None,
         client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult[OutputT]:
-        from tether.loop import execute_run
-
         client_tools = self._checked_client_tools(client_tools)
         if thread_id is None and (self._plan.waits or client_tools):
             thread_id = f"thread_{uuid.uuid4().hex[:16]}"  # a waiting run must be resumable
@@ -650,604 +520,6 @@ def checked_run_thread_id(thread_id: object) -> str:
     return thread_id
 
 
-@overload
-def create_agent(
-    model: Model | str,
-    *,
-    output_type: type[OutputT],
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = _DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[OutputT]: ...
-
-
-@overload
-def create_agent(
-    model: Model | str,
-    *,
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = _DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[str]: ...
-
-
-def create_agent(
-    model: Model | str,
-    *,
-    output_type: Any = str,
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = _DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[Any]:
-    """Build an agent.
-
-    `tools` takes `Tool`s or plain typed functions. `output_type` other than `str` gives
-    the agent a `final_result` tool whose arguments are the answer, validated by pydantic
-    and retried up to `output_retries` times. `limits` bounds steps, tokens, cost and time
-    (default: 200 steps). `prices` maps "provider:model" or "model" to a `Price` for
-    models genai-prices does not know.
-
-    The agent has the file tools over `backend` (default: a fresh `StateBackend` per
-    run), behind `permissions` and `backend_policy`; tool results over
-    `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
-    `filesystem=False` leaves the file tools out. A `SandboxBackend` (such as
-    `LocalSandbox`) adds the `execute` tool, whose commands `command_policy` may refuse.
-
-    When the history nears the model's input window it is compacted (offloaded,
-    summarized, truncated) as `compaction` says; None turns that off.
-
-    Runs given a `thread_id` are recorded by `checkpointer` (a `Checkpointer` or a URL,
-    by default sqlite:///.tether/runs.db, opened on first use; None turns threads off).
-    Calls of the tools in `interrupt_on` wait for a person's decision (see
-    `tether.approval`); such an agent records every run, in a new thread if none is given.
-
-    `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
-    lists files loaded into the prompt at the start of every run.
-
-    `mcp_servers` adds the tools of MCP servers (see `tether.mcp`). `tracing` says how
-    runs are traced with OpenTelemetry (see `tether.tracing.Tracing`); subagents share it.
-
-    The harness profile registered for the model (see `tether.profiles`) applies, with
-    `profile` merged on top of it.
-
-    `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
-    starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
-    `general_purpose_subagent=False` or a subagent of that name replaces it. With
-    `background` (a `Background`), `task` can also start them in the background.
-    """
-    tools = _checks.each_callable("tools", tools, "a Tool or a typed function", also=(Tool,))
-    capabilities = _checks.each("capabilities", capabilities, Capability, "Capability instances")
-    permissions = _checks.each("permissions", permissions, Rule, "tether.backends.Rule")
-    subagents = _checks.each("subagents", subagents, SubAgent, "tether.SubAgent")
-    _check_settings(
-        system_prompt=system_prompt,
-        prices=prices,
-        interrupt_on=interrupt_on,
-        backend_policy=backend_policy,
-        filesystem=filesystem,
-        todos=todos,
-        general_purpose_subagent=general_purpose_subagent,
-    )
-    resolved = _resolve_model(model)
-    if tracing is not None and not isinstance(tracing, Tracing):
-        raise ConfigurationError(
-            f"tracing must be a tether.tracing.Tracing, got {type(tracing).__name__}"
-        )
-    if profile is not None and not isinstance(profile, HarnessProfile):
-        raise ConfigurationError(f"profile must be a HarnessProfile, got {type(profile).__name__}")
-    harness = profile_for(resolved)
-    harness = harness if profile is None else harness.merge(profile)
-    checked_profile = profile  # the caller's own profile must fit this agent exactly
-    general = harness.general_purpose_subagent or GeneralPurposeProfile()
-    tool_list = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
-    limits = limits if limits is not None else Limits()
-    if not isinstance(limits, Limits):
-        raise ConfigurationError(f"limits must be a Limits, got {type(limits).__name__}")
-    if (
-        isinstance(output_retries, bool)
-        or not isinstance(output_retries, int)
-        or output_retries < 0
-    ):
-        raise ConfigurationError(f"output_retries must be an integer >= 0, got {output_retries!r}")
-    if model_settings is not None and not isinstance(model_settings, ModelSettings):
-        raise ConfigurationError(
-            f"model_settings must be a tether.models.ModelSettings, "
-            f"got {type(model_settings).__name__}"
-        )
-    files = _file_capabilities(
-        filesystem,
-        backend,
-        permissions,
-        backend_policy,
-        tool_token_limit_before_evict,
-        hidden_tools=harness.excluded_tools,
-    )
-    remote = _mcp_capabilities(  # listed once, shared with subagents
-        mcp_servers, files=(backend if filesystem else None, permissions, backend_policy)
-    )
-    inherited = (*capabilities, *remote)
-    if background is not None and not isinstance(background, Background):
-        raise ConfigurationError(
-            f"background must be a tether.Background, got {type(background).__name__}"
-        )
-    delegation = _subagent_capabilities(
-        subagents,
-        general_purpose_subagent and general.enabled is not False,
-        general,
-        background,
-        lambda spec: _only_named(
-            spec,
-            tool_list,
-            lambda tools, profile: create_agent(
-                resolved if spec.model is None else spec.model,
-                tools=tools,
-                profile=profile,
-                system_prompt="\n\n".join(
-                    part for part in (spec.system_prompt, prompts.text("subagent_role")) if part
-                ),
-                output_type=spec.output_type,
-                limits=spec.limits or without_spending_limits(limits),
-                capabilities=(*spec.capabilities, *(inherited if _inherits(spec) else ())),
-                model_settings=model_settings if spec.model is None else None,
-                prices=prices,
-                backend=backend,
-                permissions=spec.permissions,
-                tool_token_limit_before_evict=tool_token_limit_before_evict,
-                filesystem=filesystem,
-                todos=todos,
-                subagents=spec.subagents,
-                general_purpose_subagent=False,
-                compaction=compaction,
-                command_policy=command_policy,
-                skills=skills if spec.skills is None else spec.skills,
-                memory=memory if spec.memory is None else spec.memory,
-                mcp_servers=spec.mcp_servers,
-                interrupt_on=spec.interrupt_on,
-                tracing=tracing,
-            ),
-        ),
-    )
-    price_book = PriceBook(prices, model=resolved)
-    offload = tool_token_limit_before_evict if filesystem else None
-    built = (
-        DanglingToolCallRepair(),
-        *_context_capabilities(compaction, resolved, price_book, offload),
-        *((Todos(),) if todos else ()),
-        *_knowledge_capabilities(skills, memory, filesystem),
-        *files,
-        *_shell_capabilities(backend if filesystem else None, command_policy),
-        *delegation,
-        *remote,
-        *capabilities,
-    )
-    if checked_profile is not None:
-        _check_profile(checked_profile, tool_list, built)
-    all_capabilities = _profiled_capabilities(built, harness)
-    output = _output_spec(output_type)
-    plan = _make_plan(
-        tool_list,
-        all_capabilities,
-        output,
-        system_prompt,
-        price_book,
-        interrupt_on=interrupt_on,
-        profile=harness,
-        tracing=tracing or DEFAULT_TRACING,
-    )
-    if plan.waits and checkpointer is None:
-        raise ConfigurationError(
-            "interrupt_on (the agent's or a subagent's) needs a checkpointer: a run waiting "
-            "for a decision is resumed "
-            "from its thread"
-        )
-    return Agent(
-        model=resolved,
-        tools=tool_list,
-        output_type=output_type,
-        system_prompt=system_prompt,
-        limits=limits,
-        capabilities=tuple(capabilities),
-        model_settings=model_settings or ModelSettings(),
-        output_retries=output_retries,
-        checkpointer=_resolve_checkpointer(checkpointer),
-        _plan=plan,
-    )
-
-
-def _file_capabilities(
-    enabled: bool,
-    backend: Backend | None,
-    permissions: Sequence[Rule],
-    policy: Policy | None,
-    evict_limit: int | None,
-    *,
-    hidden_tools: frozenset[str],
-) -> tuple[Capability, ...]:
-    if not enabled:
-        if backend is not None or permissions or policy is not None:
-            raise ConfigurationError("backend, permissions and backend_policy need filesystem=True")
-        return ()
-    backend = StateBackend() if backend is None else backend
-    if not isinstance(backend, Backend):
-        raise ConfigurationError(
-            f"backend must implement tether.backends.Backend, got {type(backend).__name__}"
-        )
-    if evict_limit is not None and (
-        isinstance(evict_limit, bool) or not isinstance(evict_limit, int) or evict_limit < 1
-    ):
-        raise ConfigurationError(
-            f"tool_token_limit_before_evict must be a positive integer or None, got {evict_limit!r}"
-        )
-    found: tuple[Capability, ...] = (
-        Filesystem(backend, permissions, policy, hidden_tools=hidden_tools),
-    )
-    if evict_limit is not None:
-        found += (LargeResultEviction(evict_limit),)
-    return found
-
-
-def _output_spec(output_type: Any) -> OutputSpec:
-    try:
-        return OutputSpec(output_type)
-    except ConfigurationError:
-        raise
-    except Exception as exc:
-        raise ConfigurationError(
-            f"output_type must be a type pydantic can validate (str, a BaseModel, "
-            f"list[int], ...), got {output_type!r}: {describe(exc)}"
-        ) from None
-
-
-def _context_capabilities(
-    compaction: Compaction | None, model: Model, prices: PriceBook, offload: int | None
-) -> tuple[Capability, ...]:
-    if compaction is None:
-        return ()
-    if not isinstance(compaction, Compaction):
-        raise ConfigurationError(
-            f"compaction must be a tether.Compaction or None, got {type(compaction).__name__}"
-        )
-    return (ContextCompaction(compaction, model, prices, offload),)
-
-
-def _knowledge_capabilities(
-    skills: Sequence[str], memory: Sequence[str], filesystem: bool
-) -> tuple[Capability, ...]:
-    if (skills or memory) and not filesystem:
-        raise ConfigurationError("skills and memory are read with the file tools: filesystem=True")
-    return (*((Memory(memory),) if memory else ()), *((Skills(skills),) if skills else ()))
-
-
-def _shell_capabilities(
-    backend: Backend | None, policy: CommandPolicy | Callable[[str], str | None] | None
-) -> tuple[Capability, ...]:
-    if isinstance(backend, CompositeBackend):  # commands run where the default files are
-        backend = backend.default
-    if not isinstance(backend, SandboxBackend):
-        if policy is not None:
-            raise ConfigurationError("command_policy needs a SandboxBackend, such as LocalSandbox")
-        return ()
-    return (Sandbox(backend, policy),)
-
-
-def _mcp_capabilities(
-    servers: Sequence[MCPServer],
-    *,
-    files: tuple[Backend | None, Sequence[Rule], Policy | None] = (None, (), None),
-) -> tuple[Capability, ...]:
-    """The MCP servers' tools; `files` (the backend, its rules and policy) gives the
-    roots the servers are told of."""
-    if not servers:
-        return ()
-    from tether._mcp_client import backend_roots
-    from tether.mcp import MCPServer, MCPTools  # MCPTools needs the mcp extra
-
-    checked = _checks.each("mcp_servers", servers, MCPServer, "tether.mcp.MCPServer")
-    return (MCPTools(checked, roots=backend_roots(*files)),)
-
-
-def _check_settings(
-    *,
-    system_prompt: object,
-    prices: object,
-    interrupt_on: object,
-    backend_policy: object,
-    **flags: object,
-) -> None:
-    """The arguments of `create_agent` that are a string, a mapping, a callable or a flag."""
-    _checks.optional_text("system_prompt", system_prompt)
-    _checks.mapping("prices", prices, "Price by model name", values=Price)
-    _checks.mapping("interrupt_on", interrupt_on, "settings by tool name")
-    if backend_policy is not None and not callable(backend_policy):
-        raise ConfigurationError(f"backend_policy must be callable, got {backend_policy!r}")
-    for name, value in flags.items():
-        _checks.flag(name, value)
-
-
-def _subagent_capabilities(
-    specs: Sequence[SubAgent],
-    general_purpose: bool,
-    general: GeneralPurposeProfile,
-    background: Background | None,
-    build: Callable[[SubAgent], Agent[Any]],
-) -> tuple[Capability, ...]:
-    """The `task` capability over `specs` (and the general-purpose subagent, as the
-    profile shapes it), or ()."""
-    chosen: dict[str, SubAgent] = {}
-    for spec in specs:
-        if spec.name in chosen:
-            raise ConfigurationError(f"two subagents are named {spec.name!r}")
-        chosen[spec.name] = spec
-    default = replace(
-        GENERAL_PURPOSE_AGENT,
-        name=general.name or GENERAL_PURPOSE,
-        description=general.description or GENERAL_PURPOSE_AGENT.description,
-        system_prompt=general.system_prompt,
-        capabilities=(_GivenTools(general.tools),) if general.tools else (),
-    )
-    if general_purpose and default.name not in chosen:
-        chosen = {default.name: default, **chosen}
-    if not chosen:
-        return ()
-
-    def built(spec: SubAgent) -> Agent[Any]:
-        if spec.agent is not None:
-            if not isinstance(spec.agent, Agent):
-                raise ConfigurationError(
-                    f"SubAgent {spec.name!r}: agent must be made by create_agent, "
-                    f"got {type(spec.agent).__name__}"
-                )
-            return spec.agent
-        try:
-            return build(spec)
-        except ConfigurationError as exc:  # say which subagent's settings are wrong
-            raise ConfigurationError(f"subagent {spec.name!r}: {exc}") from exc
-
-    agents = {name: (spec, built(spec)) for name, spec in chosen.items()}
-    return (Subagents(agents, background),)
-
-
-class _GivenTools(Capability):
-    """Tools added to an agent that inherits its parent's (the general-purpose subagent's,
-    from its profile)."""
-
-    def __init__(self, given: Sequence[Tool | Callable[..., Any]]) -> None:
-        self.given = tuple(t if isinstance(t, Tool) else tool(t) for t in given)
-
-    def tools(self) -> Sequence[Tool]:
-        return self.given
-
-
-def _inherits(spec: SubAgent) -> bool:
-    """Whether the subagent has its parent's tools: all of them (`tools=None`), or the
-    ones it names. Then it also gets the parent's capabilities and MCP tools."""
-    return spec.tools is None or any(isinstance(t, str) for t in spec.tools)
-
-
-def _only_named(
-    spec: SubAgent,
-    parent_tools: tuple[Tool, ...],
-    build: Callable[[Sequence[Any], HarnessProfile | None], Agent[Any]],
-) -> Agent[Any]:
-    """The subagent `spec` describes, built by `build(tools, profile)`: when its `tools`
-    name tools, it has only those (and the tools it was given)."""
-    if spec.tools is None:
-        return build(parent_tools, None)
-    names = {t for t in spec.tools if isinstance(t, str)}
-    given = [t for t in spec.tools if not isinstance(t, str)]
-    mine = [*given, *(t for t in parent_tools if t.name in names)]
-    agent = build(mine, None)
-    if not names:
-        return agent
-    have = set(agent._plan.tools)
-    kept = names | {t.name for t in agent.tools}
-    unknown = names - have
-    if unknown:
-        raise ConfigurationError(
-            f"subagent {spec.name!r} names tools it cannot have: {sorted(unknown)}; "
-            f"the tools it can have: {', '.join(sorted(have))}"
-        )
-    return build(mine, HarnessProfile(excluded_tools=frozenset(have - kept)))
-
-
-def _profiled_tools(tools: tuple[Tool, ...], profile: HarnessProfile) -> tuple[Tool, ...]:
-    """The tools without the profile's excluded ones, with its descriptions. (A profile
-    serves many agents, so names of tools an agent lacks are passed over.)"""
-    overrides = profile.tool_description_overrides
-    return tuple(
-        replace(t, description=overrides[t.name]) if t.name in overrides else t
-        for t in tools
-        if t.name not in profile.excluded_tools
-    )
-
-
-def _check_profile(
-    profile: HarnessProfile, tools: tuple[Tool, ...], capabilities: tuple[Capability, ...]
-) -> None:
-    """A profile passed to create_agent may name only tools and capabilities it has."""
-    tool_names = {t.name for t in tools} | {t.name for c in capabilities for t in c.tools()}
-    unknown = (profile.excluded_tools | set(profile.tool_description_overrides)) - tool_names
-    if unknown:
-        raise ConfigurationError(
-            f"the profile names tools this agent does not have: {sorted(unknown)}"
-        )
-    missing = profile.excluded_capabilities - {type(c).__name__ for c in capabilities}
-    if missing:
-        raise ConfigurationError(
-            f"the profile excludes capabilities this agent does not have: {sorted(missing)}"
-        )
-
-
-def _profiled_capabilities(
-    capabilities: tuple[Capability, ...], profile: HarnessProfile
-) -> tuple[Capability, ...]:
-    """The capabilities without the profile's excluded ones, with its extra ones."""
-    kept = tuple(c for c in capabilities if type(c).__name__ not in profile.excluded_capabilities)
-    return (*kept, *profile.extra_capabilities)
-
-
-def _make_plan(
-    tools: tuple[Tool, ...],
-    capabilities: tuple[Capability, ...],
-    output: OutputSpec,
-    system_prompt: str | None,
-    prices: PriceBook,
-    *,
-    interrupt_on: Mapping[str, GateConfig] | None,
-    profile: HarnessProfile,
-    tracing: Tracing,
-) -> _Plan:
-    every_tool = _profiled_tools((*tools, *(t for c in capabilities for t in c.tools())), profile)
-    by_name: dict[str, Tool] = {}
-    for item in every_tool:
-        if output.structured and item.name == FINAL_RESULT:
-            raise ConfigurationError(
-                f"the tool name {FINAL_RESULT!r} is reserved for the answer of an agent "
-                "with an output_type; rename the tool"
-            )
-        if item.name in by_name:
-            raise ConfigurationError(
-                f"two tools are named {item.name!r}; tool names must be unique"
-            )
-        by_name[item.name] = item
-    specs = tuple(t.spec for t in every_tool)
-    sections: list[tuple[Slot, str | None]] = [(c.prompt_slot, c.prompt()) for c in capabilities]
-    if output.tool is not None:
-        specs += (output.tool,)
-        sections.append(("output", prompts.render("output", tool=FINAL_RESULT)))
-    approvals = approval_rules(interrupt_on, list(by_name))
-    if approvals:
-        names = ", ".join(f"`{name}`" for name in approvals)
-        sections.append(("approval", prompts.render("approval", tools=names)))
-    sections.append(("suffix", profile.system_prompt_suffix))
-
-    def hooked(hook: str) -> tuple[Capability, ...]:
-        return tuple(c for c in capabilities if overrides(c, hook))
-
-    return _Plan(
-        tools=by_name,
-        tool_specs=specs,
-        system_prompt=assemble_system_prompt(
-            system_prompt, sections, base=profile.base_system_prompt
-        ),
-        output=output,
-        prices=prices,
-        on_run_start=hooked("on_run_start"),
-        on_run_end=hooked("on_run_end"),
-        before_model=hooked("before_model"),
-        before_finish=hooked("before_finish"),
-        after_model=hooked("after_model"),
-        around_tool=hooked("around_tool"),
-        approvals=approvals,
-        run_prompt=hooked("run_prompt"),
-        held=hooked("on_agent_open"),
-        waits=bool(approvals)
-        or any(
-            agent._plan.waits
-            for c in capabilities
-            if isinstance(c, Subagents)
-            for _, agent in c.agents.values()
-        ),
-        tracing=tracing,
-        custom_prompt=system_prompt,
-        base_prompt=profile.base_system_prompt,
-        sections=tuple(sections),
-    )
-
-
-def _resolve_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
-    if checkpointer is None or isinstance(checkpointer, Checkpointer):
-        return checkpointer
-    if isinstance(checkpointer, str):
-        return open_checkpointer(checkpointer)
-    lacking = [
-        name
-        for name in ("append", "load", "threads", "delete", "close", "acquire", "renew", "release")
-        if not callable(getattr(checkpointer, name, None))
-    ]
-    raise ConfigurationError(
-        f"checkpointer must be a Checkpointer, a URL or None, got {type(checkpointer).__name__}"
-        + (f" (it has no {', '.join(lacking)})" if len(lacking) < 8 else "")
-    )
-
-
-def _resolve_model(model: Model | str) -> Model:
-    if isinstance(model, str):
-        return infer_model(model)
-    if not isinstance(model, Model):
-        raise ConfigurationError(
-            f"model must implement tether.models.Model (name, provider, request, stream), "
-            f"got {type(model).__name__}"
-        )
-    return model
-
-
 MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
 
 
@@ -1294,15 +566,3 @@ async def _streamed(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-def _run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine to completion from sync code, with or without a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    # A loop already runs in this thread (Jupyter, an async framework): blocking it on
-    # itself would deadlock, so the run gets a fresh loop in a worker thread.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tether-run") as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.agent import RunResult
+    from tether.result import RunResult
 
 __all__ = [
     "AlreadyDecidedError",

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from tether.messages import ToolCall, ToolResult, Usage
 
 if TYPE_CHECKING:
-    from tether.agent import RunResult
     from tether.approval import ApprovalRequest
+    from tether.result import RunResult
     from tether.state import Todo
 
 __all__ = [

@@ -12,7 +12,17 @@ from tether.messages import Message, ToolCall, Usage
 if TYPE_CHECKING:
     from tether.limits import Budget
 
-__all__ = ["FILES_SEEN", "SAMPLE", "RunState", "Todo", "TodoStatus", "ToolContext"]
+__all__ = [
+    "FILES_SEEN",
+    "JOURNAL",
+    "RUN_AGENT",
+    "SAMPLE",
+    "SUBAGENT_RUNS",
+    "RunState",
+    "Todo",
+    "TodoStatus",
+    "ToolContext",
+]
 
 FILES_SEEN = "files_seen"
 """In RunState.data: a digest of each file as the agent last read or wrote it, by path,
@@ -21,6 +31,13 @@ SAMPLE = "sample"
 """In RunState.data: `async (ModelRequest) -> ModelResponse`, a request to the run's own
 model made for a tool (an MCP server's sampling), counted in the run's usage, cost and
 budget, and refused with a `ToolError` once the budget is spent."""
+JOURNAL = "journal"
+"""In RunState.data: the journal recording the run, when it has a thread."""
+SUBAGENT_RUNS = "subagent_runs"
+"""In RunState.data of a resumed run: its subagents' recorded runs, by `task` call id."""
+RUN_AGENT = "run_agent"
+"""In RunState.data: the loop's `execute_run`, with which the subagents capability starts
+a subagent's run. The loop hands itself down so that capabilities never import it."""
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
 

@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from tether.messages import Message, ToolResult
     from tether.models.base import Model, ModelRequest, ModelResponse, ToolSpec
+    from tether.result import RunResult
+    from tether.state import RunState
 
 __all__ = [
     "CAPTURE_CONTENT_VARIABLE",
@@ -276,7 +278,7 @@ def _instruments(given: Any) -> _Instruments | None:
             return None
     cached = _metered.get(id(given))
     if cached is None or cached[0] is not given:
-        from tether import __version__
+        from tether._version import __version__
 
         if len(_metered) >= 8:  # providers come and go (tests): keep only the last few
             _metered.clear()
@@ -364,7 +366,7 @@ def _tracer(given: Any) -> Any:
         return None
     cached = _cached.get(id(provider))
     if cached is None or cached[0] is not provider:
-        from tether import __version__
+        from tether._version import __version__
 
         if len(_cached) >= 8:  # providers come and go (tests): keep only the last few
             _cached.clear()
@@ -396,6 +398,31 @@ def _input_content(
     if system_prompt:
         found["gen_ai.system_instructions"] = _json([{"type": "text", "content": system_prompt}])
     return found
+
+
+def agent_attributes(model: Model, state: RunState, *, structured: bool) -> dict[str, Any]:
+    """The attributes of the `invoke_agent` span of the run `state` as it starts."""
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": state.path[-1],
+        "gen_ai.provider.name": provider_name(model),
+        "gen_ai.request.model": model.name,
+        "gen_ai.output.type": "json" if structured else "text",
+        "tether.run_id": state.run_id,
+    }
+    if state.thread_id is not None:
+        attributes["gen_ai.conversation.id"] = state.thread_id
+    return attributes
+
+
+def agent_outcome(result: RunResult[Any]) -> dict[str, Any]:
+    """What the `invoke_agent` span of a run records when the run ends."""
+    return {
+        "tether.stop_reason": result.stop_reason,
+        "tether.steps": result.steps,
+        "gen_ai.usage.input_tokens": result.usage.input_tokens,
+        "gen_ai.usage.output_tokens": result.usage.output_tokens,
+    }
 
 
 def tool_content(arguments: Any, result: ToolResult) -> dict[str, str]:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.backends import hostfs
-from tether.backends.hostfs import Root
+from tether.backends.hostfs import Root, _walk
 
 
 def walked(root: Path) -> list[tuple[str, list[str]]]:
@@ -23,7 +22,7 @@ def test_a_walk_holding_one_directory_open_sees_what_a_full_one_sees(
         (tmp_path / path).mkdir(parents=True)
         (tmp_path / path / "file").write_text("x")
     full = walked(tmp_path)
-    monkeypatch.setattr(hostfs, "_WALK_OPEN", 1)  # every level above is set aside
+    monkeypatch.setattr(_walk, "_WALK_OPEN", 1)  # every level above is set aside
     assert walked(tmp_path) == full
     paths = [path for path, _ in full]
     assert len(paths) == len(set(paths)) == 13
@@ -43,7 +42,7 @@ def test_climbing_back_never_lands_in_a_directory_other_than_the_one_left(
         (root / "x/y" / name / "real.txt").write_text("inside")
         (tmp_path / "outside" / name).mkdir(parents=True)
         (tmp_path / "outside" / name / "secret.txt").write_text("outside")
-    monkeypatch.setattr(hostfs, "_WALK_OPEN", 1)
+    monkeypatch.setattr(_walk, "_WALK_OPEN", 1)
     seen: list[str] = []
     moved = None
     for path, _, entries in Root(root).walk("/"):
@@ -63,7 +62,7 @@ def test_a_walk_leaves_no_descriptor_open(tmp_path: Path) -> None:
     walk = Root(tmp_path).walk("/")
     for number, _ in enumerate(walk):
         if number == 150:
-            assert len(os.listdir("/proc/self/fd")) - before <= hostfs._WALK_OPEN + 2
+            assert len(os.listdir("/proc/self/fd")) - before <= _walk._WALK_OPEN + 2
             break
     walk.close()  # a walk left halfway closes what it holds
     assert len(os.listdir("/proc/self/fd")) == before

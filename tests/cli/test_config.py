@@ -75,7 +75,7 @@ def test_the_users_own_file_sits_under_the_projects(tmp_path: Path) -> None:
 
 
 def test_base_url_asks_an_openai_compatible_server(tmp_path: Path) -> None:
-    from tether.cli._session import _model
+    from tether.cli._agent import _model
     from tether.models.openai import OpenAIModel
 
     flags = {"base_url": "http://127.0.0.1:9/v1", "model": "openai-chat:qwen3"}

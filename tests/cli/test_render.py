@@ -82,7 +82,7 @@ def test_local_context_does_not_read_through_a_planted_head(tmp_path: Path) -> N
 
 
 def test_a_symlinked_agents_file_is_remembered_by_its_target(tmp_path: Path) -> None:
-    from tether.cli._session import _agents_file
+    from tether.cli._agent import _agents_file
 
     (tmp_path / "CLAUDE.md").write_text("# Rules\n")
     assert _agents_file(tmp_path) == []

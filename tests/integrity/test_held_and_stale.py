@@ -29,10 +29,10 @@ from tether.backends import (
     PermissionedBackend,
     StateBackend,
     StoreBackend,
-    hostfs,
 )
 from tether.backends.base import create
 from tether.backends.errors import BackendError
+from tether.backends.hostfs import _writing
 from tether.messages import ToolCall
 from tether.models import FunctionModel, ModelRequest, ScriptedModel
 from tether.stores import InMemoryStore, SqliteStore
@@ -426,7 +426,7 @@ def test_without_hard_links_only_one_of_two_creates_makes_the_file(
     def no_links(*args: Any, **kwargs: Any) -> None:  # vfat, exFAT, some network mounts
         raise OSError(errno.EPERM, "Operation not permitted")
 
-    monkeypatch.setattr(hostfs, "_UNNAMED", False)
+    monkeypatch.setattr(_writing, "_UNNAMED", False)
     monkeypatch.setattr(os, "link", no_links)
     backend = FilesystemBackend(tmp_path)
 

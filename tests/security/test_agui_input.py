@@ -273,9 +273,9 @@ async def test_a_body_that_never_finishes_arriving_is_answered_408(
 ) -> None:
     import asyncio
 
-    from tether import serve
+    from tether.serve import _server
 
-    monkeypatch.setattr(serve, "_BODY_SECONDS", 0.05)
+    monkeypatch.setattr(_server, "_BODY_SECONDS", 0.05)
     agent = create_agent(ScriptedModel(["never"]), checkpointer=f"sqlite:///{tmp_path}/runs.db")
     application = app(agent, token=TOKEN)
     sent: list[dict[str, Any]] = []

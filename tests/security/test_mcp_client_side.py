@@ -178,7 +178,7 @@ def test_a_directory_whose_contents_are_denied_is_no_root(dirs: tuple[Path, Path
     ],
 )
 def test_a_text_blob_is_decoded_only_in_a_common_charset(charset: str, used: str) -> None:
-    from tether.mcp import _charset, _text_of
+    from tether._mcp_content import _charset, _text_of
 
     assert _charset(f"; charset={charset}") == used
     text = _text_of(b"caf\xe9 \xff\x00", f"text/plain; charset={charset}")

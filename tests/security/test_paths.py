@@ -202,14 +202,14 @@ def test_the_resolver_never_climbs_out_even_if_asked_directly(
     layout: tuple[Path, Path], walk: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defense in depth below `clean`: the host resolver itself refuses '..'."""
-    from tether.backends import hostfs
+    from tether.backends.hostfs import Root, _opening
 
     if walk:
-        without = hostfs._Openat2.__new__(hostfs._Openat2)
+        without = _opening.Openat2.__new__(_opening.Openat2)
         without.syscall = None
-        monkeypatch.setattr(hostfs, "_openat2", without)
+        monkeypatch.setattr(_opening, "_openat2", without)
     root, _ = layout
-    host = hostfs.Root(root)
+    host = Root(root)
     for path in ("/../outside/secret.txt", "/inner/../../outside/secret.txt", "/.."):
         with pytest.raises(OSError, match="leads out of the root"):
             host.open(path, os.O_RDONLY)

@@ -25,7 +25,7 @@ from tether import ContentFilterError, create_agent, tool
 from tether.events import ModelDelta, ToolCallStarted
 from tether.messages import ThinkingPart, ToolCall, UserMessage
 from tether.models import ModelRequest, StreamDelta
-from tether.models.bedrock import _Reader as BedrockReader
+from tether.models._bedrock_converse import Reader as BedrockReader
 from tether.models.google import GoogleModel
 from tether.models.google import _Reader as GoogleReader
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.backends.conftest import call_tool
-from tether.backends import FilesystemBackend, hostfs
+from tether.backends import FilesystemBackend
+from tether.backends.hostfs import _opening
 from tether.messages import ToolResult
 
 from .watch import Watch, for_seconds, swapping
@@ -28,11 +29,11 @@ SECONDS = 2.5
 @pytest.fixture(params=["openat2", "walk"])
 def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of opening beneath the root: the openat2 call and the O_NOFOLLOW walk."""
-    opener = hostfs._kernel()
+    opener = _opening.kernel()
     if request.param == "walk":
-        without = hostfs._Openat2.__new__(hostfs._Openat2)
+        without = _opening.Openat2.__new__(_opening.Openat2)
         without.syscall = None
-        monkeypatch.setattr(hostfs, "_openat2", without)
+        monkeypatch.setattr(_opening, "_openat2", without)
     elif opener.syscall is None:
         pytest.skip("this kernel has no openat2")
     return str(request.param)

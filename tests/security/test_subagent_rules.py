@@ -239,7 +239,7 @@ def test_an_approval_card_shows_a_file_as_the_subagent_that_asked_reads_it(
     from types import SimpleNamespace
 
     from tether.approval import ApprovalRequest
-    from tether.serve import _pending_diff
+    from tether.serve._views import _pending_diff
 
     (tmp_path / "secret.txt").write_text("s3cret\n")
     (tmp_path / "open.txt").write_text("hello\n")

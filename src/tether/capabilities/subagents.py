@@ -1,46 +1,151 @@
-"""Subagents: the `task` tool, its prompt, and what one run of it does.
+"""Subagents: `SubAgent`, which describes one, and the capability that gives an agent the
+`task` tool over its subagents and runs them.
 
 A subagent starts with a fresh context (its task is its only message), works on its
 parent's backend behind its own permissions, spends from its parent's budget, and
-streams its events through its parent. Only its final report comes back.
+streams its events through its parent. Only its final report comes back. The loop hands
+down the function that runs an agent (`RUN_AGENT` in the run's data), so this module
+never imports the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic_core import to_json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether import prompts
 from tether.approval import SubagentPaused
+from tether.capabilities.background import (
+    BACKGROUND,
+    Background,
+    BackgroundWork,
+    background_tools,
+)
 from tether.capabilities.base import Capability
-from tether.errors import TetherError, ToolError, describe
-from tether.messages import AssistantMessage, Message, UserMessage
+from tether.errors import ConfigurationError, TetherError, ToolError
+from tether.messages import Message, UserMessage
 from tether.models.base import ModelRequest
-from tether.state import RunState, ToolContext
+from tether.plan import RunnableAgent
+from tether.result import RunResult
+from tether.state import JOURNAL, RUN_AGENT, SUBAGENT_RUNS, RunState, ToolContext
 from tether.tools.task import (
     GENERAL_PURPOSE,
     TASK,
     TASK_RUNNER,
-    Background,
-    SubAgent,
     background_task_tool,
+    report,
     task_tool,
 )
-from tether.tools.tool import Tool, tool
+from tether.tools.tool import Tool
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, RunResult
+    from tether.approval import GateConfig
     from tether.backends.base import Backend
+    from tether.backends.permissions import Rule
     from tether.capabilities.filesystem import Filesystem
     from tether.checkpoint.journal import Journal, Thread
-    from tether.events import AgentPath
+    from tether.events import AgentPath, Event
+    from tether.limits import Budget, Limits
+    from tether.mcp import MCPServer
+    from tether.models.base import Model
 
-__all__ = ["BACKGROUND", "GENERAL_PURPOSE_AGENT", "Subagents", "files_of"]
+__all__ = [
+    "GENERAL_PURPOSE_AGENT",
+    "Background",
+    "RunAgent",
+    "SubAgent",
+    "Subagents",
+    "files_of",
+]
+
+
+class RunAgent(Protocol):
+    """The loop's `execute_run`, as far as a subagent's run needs it."""
+
+    def __call__(
+        self,
+        agent: RunnableAgent,
+        messages: list[Message],
+        *,
+        new_messages: int = 1,
+        deps: Any = None,
+        emit: Callable[[Event], None] | None = None,
+        path: AgentPath = ("main",),
+        budget: Budget | None = None,
+        parent: RunState | None = None,
+        journal: Journal | None = None,
+        thread: Thread | None = None,
+        resume: bool = False,
+        waits: bool = True,
+    ) -> Awaitable[RunResult[Any]]: ...
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """A kind of agent the `task` tool can start.
+
+    Unset fields come from the parent: `tools=None` gives the parent's tools (with its
+    capabilities' and MCP servers' tools), `model=None` its model, `skills=None` and
+    `memory=None` its skills and memory files. `tools` may also name tools
+    (`["read_file", "grep"]`): the built-in ones and the parent's, by name; then the
+    subagent has only the tools named or given. `capabilities` and `mcp_servers` are
+    added to what it inherits. `permissions` apply on top of the parent's, and
+    `interrupt_on` gates calls on top of the parent's gates, so a subagent can be
+    narrower, never wider. `limits` are its own, inside the parent's budget.
+    `subagents` lets it delegate in turn, up to `Limits.max_subagent_depth`.
+    `agent` makes an agent built elsewhere this subagent, as it is (then only `name` and
+    `description` may be set): it spends from the parent's budget, streams through the
+    parent and records in the parent's thread, with its own model, tools and gates.
+    `output_type` (a pydantic model, say) makes it answer through its own `final_result`
+    tool, validated and retried as the main agent's answer is; the `task` call then
+    returns the answer as JSON.
+    """
+
+    name: str
+    description: str
+    system_prompt: str | None = None
+    tools: Sequence[Tool | Callable[..., Any] | str] | None = None
+    model: Model | str | None = None
+    permissions: Sequence[Rule] = ()
+    capabilities: Sequence[Capability] = ()
+    limits: Limits | None = None
+    subagents: Sequence[SubAgent] = ()
+    output_type: Any = str
+    skills: Sequence[str] | None = None
+    memory: Sequence[str] | None = None
+    mcp_servers: Sequence[MCPServer] = ()
+    interrupt_on: Mapping[str, GateConfig] | None = None
+    agent: RunnableAgent | None = None
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not 0 < len(name) <= 64:
+            raise ConfigurationError(f"SubAgent name must be 1 to 64 characters, got {name!r}")
+        if not all(c.isalnum() or c in "_-" for c in name):
+            raise ConfigurationError(
+                f"SubAgent name {name!r} may hold only letters, digits, '_' and '-'"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ConfigurationError(
+                f"SubAgent {name!r} needs a description: the model picks subagents by it"
+            )
+        if self.agent is not None:
+            defaults = SubAgent(name, self.description)
+            also = [
+                f.name
+                for f in fields(self)
+                if f.name not in ("name", "description", "agent")
+                and getattr(self, f.name) != getattr(defaults, f.name)
+            ]
+            if also:
+                raise ConfigurationError(
+                    f"SubAgent {name!r} is an agent built elsewhere; set {', '.join(also)} "
+                    "on that agent instead"
+                )
+
 
 GENERAL_PURPOSE_AGENT = SubAgent(
     name=GENERAL_PURPOSE,
@@ -49,15 +154,6 @@ GENERAL_PURPOSE_AGENT = SubAgent(
         "research, a broad search, a change across many files."
     ),
 )
-
-_STOPPED_BECAUSE = {
-    "budget": "it ran out of budget",
-    "timeout": "it ran out of time",
-    "loop": "it kept repeating the same tool call",
-    "interrupted": "it was interrupted",
-    "cancelled": "it was cancelled",
-    "content_filter": "the provider's content filter stopped its reply",
-}
 
 
 class Subagents(Capability):
@@ -68,7 +164,7 @@ class Subagents(Capability):
 
     def __init__(
         self,
-        agents: Mapping[str, tuple[SubAgent, Agent[Any]]],
+        agents: Mapping[str, tuple[SubAgent, RunnableAgent]],
         background: Background | None = None,
     ) -> None:
         self.agents = dict(agents)
@@ -80,7 +176,7 @@ class Subagents(Capability):
             self._tools: tuple[Tool, ...] = (self.tool,)
         else:
             self.tool = replace(background_task_tool(), description=described)
-            self._tools = (self.tool, *_background_tools())
+            self._tools = (self.tool, *background_tools())
 
     def prompt(self) -> str:
         if self.background is None:
@@ -93,11 +189,12 @@ class Subagents(Capability):
     async def on_run_start(self, state: RunState) -> None:
         state.data[TASK_RUNNER] = self.run
         if self.background is not None:
-            work = state.data[BACKGROUND] = _Work(self, self.background)
+            run = functools.partial(self.execute, background=True)
+            work = state.data[BACKGROUND] = BackgroundWork(self.background, run, self.agents)
             work.take_up(state)
 
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
-        work: _Work | None = state.data.get(BACKGROUND)
+        work: BackgroundWork | None = state.data.get(BACKGROUND)
         if work is None:
             return request
         news = work.news()
@@ -107,7 +204,7 @@ class Subagents(Capability):
         return replace(request, messages=(*request.messages, news))
 
     async def before_finish(self, state: RunState) -> bool:
-        work: _Work | None = state.data.get(BACKGROUND)
+        work: BackgroundWork | None = state.data.get(BACKGROUND)
         if work is None or work.settings.at_end != "wait":
             return False
         running = work.running()
@@ -116,7 +213,7 @@ class Subagents(Capability):
         return any(not job.delivered for job in work.jobs.values())
 
     async def on_run_end(self, state: RunState) -> None:
-        work: _Work | None = state.data.get(BACKGROUND)
+        work: BackgroundWork | None = state.data.get(BACKGROUND)
         if work is not None:
             await work.end()
 
@@ -142,7 +239,7 @@ class Subagents(Capability):
                 "Do this task yourself."
             )
         if background:
-            work: _Work | None = state.data.get(BACKGROUND)
+            work: BackgroundWork | None = state.data.get(BACKGROUND)
             if work is None:
                 raise ToolError("This agent cannot run subagents in the background.")
             return work.start(context.call.id, name, description, state)
@@ -162,8 +259,7 @@ class Subagents(Capability):
     ) -> RunResult[Any]:
         """The run of subagent `name` that the `task` call `call_id` started, recorded in
         the thread under that call, or that run again where it stopped if it was."""
-        from tether.loop import JOURNAL, SUBAGENT_RUNS, execute_run  # it imports this module
-
+        execute_run: RunAgent = state.data[RUN_AGENT]  # the loop's, handed down
         agent = self.agents[name][1]
         budget = state.budget
         assert budget is not None
@@ -201,210 +297,7 @@ class Subagents(Capability):
             raise ToolError(f"The subagent {name!r} failed: {exc}") from exc
 
 
-BACKGROUND = "background_work"
-"""Where a run's `RunState.data` keeps its background subagents."""
-
-
-@dataclass
-class _Job:
-    """One subagent working in the background."""
-
-    name: str
-    description: str
-    status: Literal["running", "completed", "failed", "cancelled"] = "running"
-    report: str = ""
-    task: asyncio.Task[None] | None = None
-    delivered: bool = False
-    """Whether its result was given to the agent (in a message, or by check or wait)."""
-
-
-class _Work:
-    """The background subagents of one run, by the id of the `task` call that started
-    each (the handle the model uses)."""
-
-    def __init__(self, owner: Subagents, settings: Background) -> None:
-        self.owner = owner
-        self.settings = settings
-        self.jobs: dict[str, _Job] = {}
-
-    def start(self, call_id: str, name: str, description: str, state: RunState) -> str:
-        running = sum(job.status == "running" for job in self.jobs.values())
-        if running >= self.settings.max_running:
-            raise ToolError(
-                f"{running} subagents already work in the background, the most allowed. "
-                "Wait for one (wait_task) or cancel one (cancel_task) first."
-            )
-        self._launch(call_id, name, description, state)
-        return prompts.render("background_started", id=call_id, subagent=name)
-
-    def _launch(self, call_id: str, name: str, description: str, state: RunState) -> None:
-        job = self.jobs[call_id] = _Job(name, description)
-        job.task = asyncio.create_task(self._work(job, call_id, state))
-
-    async def _work(self, job: _Job, call_id: str, state: RunState) -> None:
-        try:
-            result = await self.owner.execute(
-                call_id, job.name, job.description, state, background=True
-            )
-            job.status = "completed" if result.stop_reason == "completed" else "failed"
-            job.report = report(result)
-        except asyncio.CancelledError:
-            job.status, job.report = "cancelled", "Cancelled before it finished."
-            raise
-        except Exception as exc:  # kept for the agent; nobody awaits this task to see it
-            job.status, job.report = "failed", describe(exc)
-
-    def take_up(self, state: RunState) -> None:
-        """On a resumed run: background work recorded in the thread goes on where it
-        stopped; what had finished is known, and given to the agent unless it was."""
-        from tether.loop import SUBAGENT_RUNS
-
-        told = "\n".join(m.text for m in state.messages if isinstance(m, UserMessage))
-        for call_id, earlier in state.data.get(SUBAGENT_RUNS, {}).items():
-            name = earlier.metadata.get("background")
-            if name not in self.owner.agents:
-                continue
-            description = str(earlier.metadata.get("task", ""))
-            if earlier.unfinished:
-                self._launch(call_id, name, description, state)
-                continue
-            job = self.jobs[call_id] = _Job(name, description, report=thread_report(earlier))
-            job.status = "completed" if earlier.stop_reason == "completed" else "failed"
-            job.delivered = _marker(call_id) in told
-
-    def news(self) -> UserMessage | None:
-        """The results that finished since the agent last heard, once each."""
-        finished = [
-            (i, j) for i, j in self.jobs.items() if j.status != "running" and not j.delivered
-        ]
-        for _, job in finished:
-            job.delivered = True
-        if not finished:
-            return None
-        return UserMessage.of("\n\n".join(self.told(i, j) for i, j in finished))
-
-    @staticmethod
-    def told(call_id: str, job: _Job) -> str:
-        return prompts.render(
-            "background_done",
-            marker=_marker(call_id),
-            subagent=job.name,
-            status=job.status,
-            report=job.report or "(It reported nothing.)",
-        )
-
-    def running(self) -> list[asyncio.Task[None]]:
-        return [j.task for j in self.jobs.values() if j.task is not None and not j.task.done()]
-
-    async def end(self) -> None:
-        """The run ends: its background work is cancelled (or was waited for)."""
-        running = self.running()
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-
-
-def _marker(call_id: str) -> str:
-    """How a delivered result names its task, so a resumed run knows it was delivered."""
-    return f"[background task {call_id}]"
-
-
-def _job(context: ToolContext, task_id: str) -> tuple[_Work, _Job]:
-    work: _Work | None = context.state.data.get(BACKGROUND)
-    if work is None:
-        raise ToolError("This agent runs no subagents in the background.")
-    job = work.jobs.get(task_id)
-    if job is None:
-        known = ", ".join(work.jobs) or "none"
-        raise ToolError(f"There is no background task {task_id!r}. Tasks: {known}.")
-    return work, job
-
-
-async def check_task(context: ToolContext, task_id: str) -> str:
-    """See how a background task stands: still running, or its result.
-
-    Args:
-        task_id: The id `task` gave when it started the task in the background.
-    """
-    work, job = _job(context, task_id)
-    if job.status == "running":
-        return f"Task {task_id} ({job.name}) is still running."
-    job.delivered = True
-    return work.told(task_id, job)
-
-
-async def wait_task(context: ToolContext, task_id: str, timeout_seconds: float = 300) -> str:
-    """Wait for a background task to finish, and get its result.
-
-    Args:
-        task_id: The id `task` gave when it started the task in the background.
-        timeout_seconds: How long to wait at most; the task keeps running after.
-    """
-    work, job = _job(context, task_id)
-    if job.task is not None and not job.task.done():
-        done, _ = await asyncio.wait({job.task}, timeout=max(0.0, timeout_seconds))
-        if not done:
-            return f"Task {task_id} ({job.name}) is still running after {timeout_seconds:g}s."
-    job.delivered = True
-    return work.told(task_id, job)
-
-
-async def cancel_task(context: ToolContext, task_id: str) -> str:
-    """Stop a background task. What it did so far stays done.
-
-    Args:
-        task_id: The id `task` gave when it started the task in the background.
-    """
-    _, job = _job(context, task_id)
-    if job.task is None or job.task.done():
-        return f"Task {task_id} ({job.name}) had already finished: {job.status}."
-    job.task.cancel()
-    await asyncio.gather(job.task, return_exceptions=True)
-    job.delivered = True
-    return f"Task {task_id} ({job.name}) is cancelled."
-
-
-async def list_tasks(context: ToolContext) -> str:
-    """List this run's background tasks and how each stands."""
-    work: _Work | None = context.state.data.get(BACKGROUND)
-    if work is None or not work.jobs:
-        return "No background tasks."
-    return "\n".join(
-        f"- {i} ({j.name}): {j.status} — {j.description[:80]}" for i, j in work.jobs.items()
-    )
-
-
-@functools.cache
-def _background_tools() -> tuple[Tool, ...]:
-    return tuple(tool(f) for f in (check_task, wait_task, cancel_task, list_tasks))
-
-
-def report(result: RunResult[Any]) -> str:
-    """A subagent's answer (text, or a structured answer as JSON), or its last words
-    marked as a partial report."""
-    return _report(result.stop_reason, result.output, result.messages)
-
-
-def thread_report(thread: Thread) -> str:
-    """The same, of a subagent's run as its thread recorded it."""
-    return _report(thread.stop_reason or "stopped", thread.output, thread.messages)
-
-
-def _report(stop_reason: str, output: Any, messages: Sequence[Message]) -> str:
-    if stop_reason == "completed":
-        return output if isinstance(output, str) else to_json(output).decode()
-    last = next(
-        (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
-        "",
-    )
-    return prompts.render(
-        "task_partial",
-        because=_STOPPED_BECAUSE.get(stop_reason, stop_reason),
-        report=last.strip() or "(It reported nothing.)",
-    )
-
-
-def files_of(agent: Agent[Any], path: AgentPath) -> Backend | None:
+def files_of(agent: RunnableAgent, path: AgentPath) -> Backend | None:
     """The files of the agent at `path` in `agent`'s run tree, as that agent sees them:
     the top agent's backend behind the rules of every agent on the way down (a
     subagent's rules add to its parent's). None when that agent has no file tools or
@@ -429,7 +322,7 @@ def files_of(agent: Agent[Any], path: AgentPath) -> Backend | None:
     return view
 
 
-def _filesystem(agent: Agent[Any]) -> Filesystem | None:
+def _filesystem(agent: RunnableAgent) -> Filesystem | None:
     from tether.capabilities.filesystem import Filesystem
 
     return next((c for c in agent._plan.on_run_start if isinstance(c, Filesystem)), None)

@@ -18,9 +18,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from tether import __version__
 from tether.errors import (
     AlreadyDecidedError,
     ConfigurationError,
+    CostUnknownWarning,
     StorageError,
     ThreadBusyError,
 )
@@ -88,8 +90,6 @@ def _with_command(argv: Sequence[str]) -> list[str]:
 def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:
     """A warning as a person reads it: one line, without Python's file and line, in
     the command's words."""
-    from tether.errors import CostUnknownWarning
-
     if isinstance(message, CostUnknownWarning):
         message = (
             f"--max-cost is set, but the price of {message.model} is unknown, so its cost "
@@ -100,11 +100,12 @@ def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:
 
 
 def _dispatch(options: argparse.Namespace) -> int:
+    # Imported here, so that `tether --help` loads argparse alone (see the docstring).
     if options.command in _DURABLE:
         from tether.cli._durable import command
 
         return command(options)
-    from tether.cli._session import dispatch
+    from tether.cli._commands import dispatch
 
     return dispatch(options)
 
@@ -114,8 +115,6 @@ _COMMANDS = ("chat", "run", "resume", "threads", "show", "delete", "config", "se
 
 
 def _parser() -> argparse.ArgumentParser:
-    from tether import __version__
-
     parser = argparse.ArgumentParser(
         prog="tether",
         description="Run a long-running LLM agent on the project in this directory.",

@@ -1,12 +1,18 @@
-"""Asking a person at the terminal about calls that wait for approval."""
+"""Decisions on the calls that wait for approval: asked of a person at the terminal, or
+given with --approve, --reject or --decisions.
+
+Rich, of the cli extra, is imported where it is used: `tether run --json` (which also
+imports this module) works without it."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,12 +25,15 @@ from tether.approval import (
     Edit,
     Reject,
     Respond,
+    decisions_from_json,
 )
 from tether.backends.errors import BackendError
 from tether.backends.filesystem import FilesystemBackend
+from tether.capabilities.subagents import files_of
 from tether.cli._permissions import Allowances
 from tether.cli._questions import ask_question
 from tether.cli._render import asked_by, shown
+from tether.errors import ConfigurationError
 from tether.tools.files import change_diff
 
 if TYPE_CHECKING:
@@ -34,7 +43,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.backends.base import Backend
 
-__all__ = ["ask"]
+__all__ = ["ask", "given_decisions"]
 
 _KEYS = {"a": "approve", "w": "always", "e": "edit", "r": "reject", "s": "respond"}
 _LABELS = {
@@ -59,8 +68,6 @@ def ask(
     allowed before in the same list are approved without asking. A file is shown as
     the agent that asked would read it (`agent`'s rules, down to that subagent's)."""
     from rich.markup import escape
-
-    from tether.capabilities.subagents import files_of
 
     decisions: list[Decision] = []
     for number, request in enumerate(requests, 1):
@@ -89,6 +96,23 @@ def ask(
             decision = Approve()
         decisions.append(decision)
     return decisions
+
+
+def given_decisions(
+    options: argparse.Namespace, waiting: list[ApprovalRequest]
+) -> list[Decision] | dict[str, Decision] | None:
+    """The decisions given with --approve, --reject or --decisions, if any."""
+    if options.approve:
+        return {r.call_id: Approve() for r in waiting}
+    if options.reject is not None:
+        return {r.call_id: Reject(options.reject) for r in waiting}
+    if options.decisions is None:
+        return None
+    try:
+        text = sys.stdin.read() if options.decisions == "-" else Path(options.decisions).read_text()
+        return decisions_from_json(json.loads(text))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the decisions: {exc}") from None
 
 
 def _syntax(text: str, lexer: str) -> Syntax:

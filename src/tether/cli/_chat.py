@@ -21,27 +21,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tether import __version__
+from tether.checkpoint.journal import Thread, read_thread
 from tether.cli import EXIT_CODES, REFUSALS
+from tether.cli._agent import build_agent, workspace
 from tether.cli._approve import ask
 from tether.cli._config import MODES, Loaded, changed
 from tether.cli._permissions import Allowances
+from tether.cli._records import run_metadata
 from tether.cli._render import TODO_MARKS, Output, RichOutput, cut, shown, spending
-from tether.cli._session import (
-    Interrupted,
-    build_agent,
-    consume,
-    explain_wait,
-    run_metadata,
-    workspace,
-)
+from tether.cli._session import Interrupted, consume, explain_wait
+from tether.cli._threads import list_threads
 from tether.errors import ConfigurationError, TetherError
+from tether.messages import AssistantMessage, UserMessage
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tether.agent import Agent, RunResult
     from tether.approval import ApprovalRequest, Decision
-    from tether.checkpoint.journal import Thread
     from tether.events import Event
 
 __all__ = ["COMMANDS", "chat"]
@@ -299,8 +297,6 @@ class _Session:
         self._go_on(thread)
 
     def _threads(self, _: str) -> None:
-        from tether.cli._threads import list_threads
-
         assert self.agent.checkpointer is not None
         self.runner.run(list_threads(self.agent.checkpointer, 10, as_json=False, mark=self.thread))
 
@@ -325,14 +321,10 @@ class _Session:
             self.stack, self.loaded = stack.pop_all(), loaded
 
     def _read_thread(self) -> Thread:
-        from tether.checkpoint.journal import read_thread
-
         assert self.agent.checkpointer is not None
         return self.runner.run(read_thread(self.agent.checkpointer, self.thread))
 
     def _greet(self, thread: Thread) -> None:
-        from tether import __version__
-
         settings = self.loaded.settings
         if thread.exists:
             opening = f"thread {self.thread} ({len(thread.messages)} messages)"
@@ -400,8 +392,6 @@ def _history_file() -> Path:
 
 def _last_exchange(thread: Thread) -> str:
     """The thread's last message from the person and the agent's last answer, cut short."""
-    from tether.messages import AssistantMessage, UserMessage
-
     said = next((m.text for m in reversed(thread.messages) if isinstance(m, UserMessage)), "")
     answer = next(
         (m.text for m in reversed(thread.messages) if isinstance(m, AssistantMessage) and m.text),
@@ -416,7 +406,7 @@ def _last_exchange(thread: Thread) -> str:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
+    from rich.markup import escape  # as in _render: Rich is imported where it is used
 
     return escape(text)
 

@@ -1,4 +1,6 @@
-"""`tether worker`, `enqueue`, `status` and `decide`: durable runs on DBOS workers."""
+"""`tether worker`, `enqueue`, `status` and `decide`: durable runs on DBOS workers.
+
+Each command imports `tether.durable.dbos` when it runs: DBOS is the dbos extra."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.cli import EXIT_CODES, REFUSALS
+from tether.cli._approve import given_decisions
 from tether.errors import ConfigurationError
 
 __all__ = ["command"]
@@ -103,7 +106,6 @@ def _status(options: argparse.Namespace) -> int:
 
 
 def _decide(options: argparse.Namespace) -> int:
-    from tether.cli._session import _given_decisions
     from tether.durable.dbos import _Client
 
     handle = _Client(options.database, options.schema).latest(options.thread)
@@ -112,7 +114,7 @@ def _decide(options: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"the run of thread {options.thread} is {status.state}, not waiting for a decision"
         )
-    decisions = _given_decisions(options, list(status.interrupts))
+    decisions = given_decisions(options, list(status.interrupts))
     if decisions is None:
         raise ConfigurationError("decide with --approve, --reject [REASON] or --decisions FILE")
     handle.decide(decisions)

@@ -1,5 +1,7 @@
 """Asking a person at the terminal a question a tool's server asked during a call (an
-MCP server's elicitation): its message and form shown as text, each field asked in turn."""
+MCP server's elicitation): its message and form shown as text, each field asked in turn.
+
+Rich is imported where it is used, as in `_render`: `--json` works without it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """What the command prints while a run goes on: Rich output for people, one JSON object
-per line for scripts (`--json`), or only the answer (`--quiet`)."""
+per line for scripts (`--json`), or only the answer (`--quiet`).
+
+Rich, of the cli extra, is imported where it is used: `--json` works without it."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tether.events import (
     ToolCallStarted,
 )
 from tether.messages import ToolCall, ToolResult, Usage
+from tether.models._plain import CANNOT_DO
 from tether.state import Todo
 
 if TYPE_CHECKING:
@@ -174,8 +177,6 @@ def exit_code(result: ToolResult) -> int | None:
 
 def declined(output: Any) -> bool:
     """Whether the answer is the offline model saying it cannot do the request."""
-    from tether.models._plain import CANNOT_DO
-
     return isinstance(output, str) and output.startswith(CANNOT_DO)
 
 

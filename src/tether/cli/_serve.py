@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tether.cli._agent import build_agent, workspace
 from tether.cli._config import Loaded
 from tether.cli._render import Output
 from tether.errors import ConfigurationError
@@ -20,7 +21,7 @@ __all__ = ["serve"]
 
 def serve(options: argparse.Namespace, loaded: Loaded, directory: Path, output: Output) -> int:
     """Serve until Ctrl-C; the exit code."""
-    try:
+    try:  # the serve extra's
         import uvicorn
 
         from tether.serve import LOOPBACK_HOSTS, TOKEN_VARIABLE, app, new_token
@@ -28,8 +29,6 @@ def serve(options: argparse.Namespace, loaded: Loaded, directory: Path, output: 
         raise ConfigurationError(
             "`tether serve` needs the serve extra: pip install 'tether[serve]'"
         ) from None
-    from tether.cli._session import build_agent, workspace
-
     token = options.token or os.environ.get(TOKEN_VARIABLE) or new_token()
     local = _is_loopback(options.host)
     hosts = LOOPBACK_HOSTS if local else None
@@ -47,22 +46,31 @@ def serve(options: argparse.Namespace, loaded: Loaded, directory: Path, output: 
             agents = {_name(directory): build_agent(loaded, directory, output, backend)}
         application = app(agents, token=token, hosts=hosts, cors_origins=options.cors or ())
         shown = f"[{options.host}]" if ":" in options.host else options.host
-        print(f"tether is serving at http://{shown}:{options.port}/#token={token}", flush=True)
-        print("Ctrl-C stops it; a run going on is recorded as cancelled.", flush=True)
+        ready = (
+            f"tether is serving at http://{shown}:{options.port}/#token={token}\n"
+            "Ctrl-C stops it; a run going on is recorded as cancelled."
+        )
         config = uvicorn.Config(
             application, host=options.host, port=options.port, log_level="warning"
         )
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again, once done
-            _Server(config).run()
+            _Server(config, ready).run()
     return 0
 
 
-def _Server(config: Any) -> Any:
-    """uvicorn's server, made to stop the live runs first when it is told to stop, so
-    their streams end (each run recorded as cancelled) instead of holding it open."""
-    import uvicorn
+def _Server(config: Any, ready: str) -> Any:
+    """uvicorn's server, saying `ready` once its socket listens (so whoever reads the
+    line can connect at once), and made to stop the live runs first when it is told to
+    stop, so their streams end (each run recorded as cancelled) instead of holding it
+    open."""
+    import uvicorn  # the serve extra, which serve() found installed
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                print(ready, flush=True)
+
         async def shutdown(self, sockets: Any = None) -> None:
             await config.app.state.live.close()
             await super().shutdown(sockets)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from tether.agent import Agent, OutputT, RunResult, _run_sync, checked_run_thread_id
+from tether._sync import run_sync as _run_sync
+from tether.agent import Agent, OutputT, RunResult, checked_run_thread_id
 from tether.approval import ApprovalRequest, Decision, match_decisions
 from tether.checkpoint.lease import LEASE_SECONDS
 from tether.checkpoint.postgres import PostgresCheckpointer

@@ -16,7 +16,7 @@ from ag_ui.core import BaseEvent, EventType, MessagesSnapshotEvent
 from ag_ui.encoder import EventEncoder
 
 from tether.agent import Agent
-from tether.errors import ConfigurationError
+from tether.errors import ConfigurationError, ThreadBusyError
 from tether.events import Event
 from tether.serve._agui import Translator, answered_ids, call_ids
 
@@ -217,8 +217,6 @@ class LiveRuns:
         Raises `ThreadBusyError` when a run of this server or another process has the
         thread, and whatever else the run raised before it began.
         """
-        from tether.errors import ThreadBusyError
-
         key = (agent_name, thread_id)
         if self.get(agent_name, thread_id) is not None:
             raise ThreadBusyError(

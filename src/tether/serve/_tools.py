@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.approval import Respond, decision_from_json
 from tether.errors import AlreadyDecidedError, ConfigurationError
+from tether.messages import AssistantMessage, ToolResultMessage
 from tether.models.base import ToolSpec
 from tether.serve._agui import result_text
 
@@ -200,8 +201,6 @@ def answers(thread: Thread, messages: Sequence[Any]) -> dict[str, Respond]:
 def _calls_and_results(thread: Thread) -> tuple[set[str], dict[str, str]]:
     """The ids of the calls of a thread and of its subagents' runs, and the text of the
     results recorded for them."""
-    from tether.messages import AssistantMessage, ToolResultMessage
-
     calls: set[str] = set()
     results: dict[str, str] = {}
     stack = [thread]
