@@ -324,9 +324,9 @@ def test_ctrl_c_stops_cleanly_and_the_thread_resumes(project: Path) -> None:
     assert "  ✗ execute sleep 30 — Interrupted" in shown, shown
 
 
-def test_the_readme_settings_example_is_valid(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = readme.split("```toml\n# tether.toml\n")[1].split("```")[0]
+def test_the_cli_guide_settings_example_is_valid(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs/guides/cli.md").read_text()
+    example = guide.split("```toml\n# tether.toml\n")[1].split("```")[0]
     (tmp_path / "tether.toml").write_text(example)
     (tmp_path / "skills").mkdir()
     shown = tether(tmp_path, "config", "--json")
@@ -414,7 +414,7 @@ def test_the_project_is_the_git_root_and_tether_keeps_to_itself(project: Path) -
 
 
 def test_the_root_search_stops_below_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.cli._session import project_root
+    from tether.cli._commands import project_root
 
     home = tmp_path / "home"
     (home / ".git").mkdir(parents=True)  # dotfiles kept in git

@@ -1,7 +1,7 @@
 """The served page in a real headless Chromium (Debian's, driven by Playwright): a run
 started from the page streams in, its subagent and todos show, an approval card shows
 the diff and is approved by a click, and the run finishes. The screenshot it takes is
-kept in tests/artifacts/ (the README's picture is a copy of it: `make screenshots`)."""
+kept in tests/artifacts/ (the serving guide's picture is a copy of it: `make screenshots`)."""
 
 from __future__ import annotations
 

@@ -99,6 +99,7 @@ class CommandSettings(BaseModel):
     @field_validator("deny")
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
+        # Here, not at the top: it loads the sandbox, which `tether config` never needs.
         from tether.capabilities.sandbox import CommandPolicy
 
         try:
@@ -184,8 +185,8 @@ class Settings(BaseModel):
     timeout: float | None = Field(None, gt=0)
     """In seconds."""
     sandbox: StrictBool | Literal["auto"] = "auto"
-    """Run `execute` in the local bubblewrap sandbox: True, False, or "auto" (when
-    bubblewrap works and tether does not run as root)."""
+    """Run `execute` in the local bubblewrap sandbox: True, False (no `execute` tool), or
+    "auto" (the sandbox when it can run here, else no `execute`, with a notice)."""
     network: StrictBool = False
     """Let sandboxed commands use the network."""
     skills: list[str] = []

@@ -176,7 +176,8 @@ class LocalSandbox(_Shell):
                     f"LocalSandbox will not run commands as root here: root owns {self.root}, "
                     f"and without a cgroup ({why}) nothing bounds how many processes root "
                     "starts. Run tether as a normal user, give the directory to one (chown), "
-                    "or use UnsafeLocalShell (--no-sandbox) if you accept no isolation."
+                    "or use UnsafeLocalShell if you accept no isolation (the CLI's --no-sandbox "
+                    "leaves execute out instead)."
                 ) from None
         probe((self.bwrap, *self._namespaces(), *self._system()))
         # What a command of a tether killed mid-way made: told with the next result.
