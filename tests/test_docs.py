@@ -98,3 +98,12 @@ def test_each_tether_command_shown_parses(where: str, command: str) -> None:
         _parser().parse_args(_with_command(words[1:]))
     except SystemExit as exited:  # argparse exits on an unknown command or option
         pytest.fail(f"{where}: `{command}` does not parse (exit {exited.code})")
+
+
+def test_the_api_reference_covers_every_public_name() -> None:
+    import tether
+
+    reference = "\n".join(p.read_text() for p in (ROOT / "docs/reference/api").glob("*.md"))
+    shown = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", reference))
+    missing = [name for name in tether.__all__ if name not in shown]
+    assert not missing, f"not in docs/reference/api: {missing}"

@@ -53,7 +53,7 @@ COMMANDS = {
     "/cost": "tokens and dollars this thread has spent, subagents included",
     "/todos": "the agent's task list",
     "/allowed": 'what runs without asking ("always allow" and [commands] allow)',
-    "/compact": "summarize the thread's older messages now, keeping the latest exchange",
+    "/compact": "summarize the thread's older messages now, keeping the latest reply",
     "/retry": "try a stopped or failed turn again from its last step",
     "/threads": "the project's latest threads",
     "/clear": "start a new thread (this one stays: `tether chat THREAD`)",

@@ -10,17 +10,20 @@ reads the token from the address's fragment (`/#token=...`, which no request car
 and keeps it for the tab. Needs `tether[serve]`.
 
 The API, under `/api/agents/{agent}`:
+
 - `POST` (an AG-UI `RunAgentInput`): a run, streamed as server-sent AG-UI events. The
   last message, when it is the user's, starts a run on `threadId`; `resume` entries
-  answer the interrupts a run stopped at (`payload` is a decision,
-  `{"kind": "approve" | "edit" | "reject" | "respond", "args"?, "message"?}`); tool
-  messages at the end of `messages` give the results of the frontend calls it stopped
-  at; with none of these, the thread's unfinished run goes on from its last step. A run
-  goes on when its client leaves. `tools` are frontend tools: the model may call them
-  beside the agent's own, and the client runs them (see `_tools`). A resumed run does
-  not announce again the calls the client's `messages` hold; when a decision changed
-  one's arguments, a MESSAGES_SNAPSHOT of the client's own messages, with them put
-  right, follows RUN_STARTED.
+  answer the interrupts a run stopped at (`"status": "resolved"` with a decision as
+  `payload`, `{"kind": "approve" | "edit" | "reject" | "respond", "args"?, "message"?}`,
+  or `"status": "cancelled"`, which rejects the call); tool messages at the end of
+  `messages` give the results of the frontend calls it stopped at; with none of these,
+  the thread's unfinished run goes on from its last step. A run goes on when its client
+  leaves. `tools` are frontend tools: the model may call them beside the agent's own
+  (never in place of one), the run stops at such a call, and the client runs it and
+  sends its result as a tool message. A resumed run does not announce again the calls
+  the client's `messages` hold; when a decision changed one's arguments, a
+  MESSAGES_SNAPSHOT of the client's own messages, with them put right, follows
+  RUN_STARTED.
 - `GET /threads`, `GET|DELETE /threads/{id}`: the threads, one in full, deleting one.
 - `GET /threads/{id}/events`: the live run of the thread, from its first event.
 - `POST /threads/{id}/stop`: end the thread's run where it stands (live or waiting).
