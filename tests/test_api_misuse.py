@@ -102,3 +102,15 @@ def test_decisions_of_the_wrong_shape(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"decisions\[0\] must be Approve\(\)"):
         agent.resume("t", decisions=["yes"])  # type: ignore[list-item]
     assert agent.resume("t", decisions=[Approve()]).output == "done"  # nothing was spent
+
+
+def test_an_argument_error_keeps_its_cause(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        create_agent(f"test:{tmp_path / 'missing.json'}")
+    assert isinstance(caught.value.__cause__, FileNotFoundError)
+
+
+@pytest.mark.parametrize("value", [[object()], [None], "server"])
+def test_mcp_servers_must_be_mcp_servers(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="mcp_servers"):
+        create_agent(ScriptedModel(["ok"]), mcp_servers=value)  # type: ignore[arg-type]

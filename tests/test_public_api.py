@@ -132,3 +132,15 @@ def test_the_quickstart_example_runs() -> None:
     )
     assert "output: Answer(total=5)" in out.stdout
     assert "finished: completed" in out.stdout
+
+
+def test_an_agent_without_mcp_servers_loads_no_mcp_part() -> None:
+    # tether's own MCP client modules load with the first agent given a server.
+    code = (
+        "import sys, json;"
+        "from tether import create_agent; from tether.models import ScriptedModel;"
+        "create_agent(ScriptedModel(['ok']));"
+        "print(json.dumps(sorted(m for m in sys.modules if 'mcp' in m)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tether import prompts
-from tether._mcp_client import backend_roots
 from tether._options import DEFAULT_CHECKPOINTER, DEFAULT_COMPACTION, AgentOptions, FileOptions
 from tether.agent import Agent
 from tether.approval import GateConfig, approval_rules
@@ -30,7 +29,6 @@ from tether.capabilities.todos import Todos
 from tether.checkpoint.base import Checkpointer, open_checkpointer
 from tether.errors import ConfigurationError, describe
 from tether.limits import Limits
-from tether.mcp import MCPServer, MCPTools
 from tether.models.base import Model, ModelSettings
 from tether.models.prices import Price, PriceBook
 from tether.output import FINAL_RESULT, OutputSpec
@@ -40,6 +38,9 @@ from tether.prompt import Slot, assemble_system_prompt
 from tether.tools.task import GENERAL_PURPOSE
 from tether.tools.tool import Tool, tool
 from tether.tracing import DEFAULT_TRACING, Tracing
+
+if TYPE_CHECKING:
+    from tether.mcp import MCPServer
 
 __all__ = ["assemble", "create_agent"]
 
@@ -287,6 +288,10 @@ def _mcp_capabilities(servers: Sequence[MCPServer], files: FileOptions) -> tuple
     """The MCP servers' tools; the servers are told the roots of the agent's files."""
     if not servers:
         return ()
+    # Loaded only for an agent with servers, so `from tether import create_agent` stays fast.
+    from tether._mcp_client import backend_roots
+    from tether.mcp import MCPTools
+
     backend = files.backend if files.filesystem else None
     return (
         MCPTools(servers, roots=backend_roots(backend, files.permissions, files.backend_policy)),

@@ -100,7 +100,9 @@ def validated(group: type[Options], given: Mapping[str, object]) -> Options:
     try:
         return group.model_validate(given)
     except pydantic.ValidationError as exc:
-        raise _configuration_error(group, given, exc.errors()[0]) from None
+        error = _configuration_error(group, given, exc.errors()[0])
+        # pydantic's own error adds nothing; a validator's error keeps the cause it had
+        raise error from error.__cause__
 
 
 def _configuration_error(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Self, TypeVar
 
 import pydantic
 from annotated_types import Ge, Gt
+from pydantic_core import PydanticCustomError
 
 from tether import prompts
 from tether._checks import DictOf, Instance, ListOf, Must, validated
@@ -27,7 +28,6 @@ from tether.capabilities.subagents import Background, SubAgent
 from tether.checkpoint.base import Checkpointer
 from tether.errors import ConfigurationError
 from tether.limits import Limits, without_spending_limits
-from tether.mcp import MCPServer
 from tether.models.base import Model, ModelSettings
 from tether.models.prices import Price
 from tether.models.resolve import infer_model
@@ -75,7 +75,10 @@ def _lacking(checkpointer: object) -> str:
 
 
 class _Group(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+    # built on first use: importing tether (the CLI, a worker) does not pay for them
+    model_config = pydantic.ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, extra="forbid", defer_build=True
+    )
 
 
 class ModelOptions(_Group):
@@ -97,6 +100,16 @@ class ModelOptions(_Group):
     profile: Annotated[Instance[HarnessProfile] | None, Must("be a HarnessProfile")] = None
 
 
+def _mcp_server(value: object) -> object:
+    """`value` when it is an `MCPServer`; the MCP parts load only for an agent given one,
+    so `from tether import create_agent` stays fast."""
+    from tether._mcp_server import MCPServer
+
+    if not isinstance(value, MCPServer):
+        raise PydanticCustomError("is_instance_of", "not an MCPServer")
+    return value
+
+
 class ToolOptions(_Group):
     """The agent's own tools, and what brings more: capabilities, MCP servers, todos."""
 
@@ -105,7 +118,9 @@ class ToolOptions(_Group):
     ] = ()
     capabilities: Annotated[tuple[Instance[Capability], ...], ListOf("Capability instances")] = ()
     mcp_servers: Annotated[
-        tuple[Instance[MCPServer], ...], _none_is(tuple), ListOf("tether.mcp.MCPServer")
+        tuple[Annotated[Any, pydantic.PlainValidator(_mcp_server)], ...],
+        _none_is(tuple),
+        ListOf("tether.mcp.MCPServer"),
     ] = ()
     todos: Flag = True
 
