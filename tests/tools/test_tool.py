@@ -268,3 +268,32 @@ def test_path_param_must_name_a_parameter() -> None:
         ConfigurationError, match=r"path_param 'path' is not one of its parameters \(file_path\)"
     ):
         tool(path_param="path")(fix)
+
+
+def test_a_first_sentence_wrapped_over_two_lines_is_not_split_into_paragraphs() -> None:
+    @tool
+    async def look(path: str) -> str:
+        """List a directory, each entry with its size; symbolic links
+        with the path they name.
+
+        More about it.
+
+        Args:
+            path: Where.
+        """
+        return path
+
+    assert look.description == (
+        "List a directory, each entry with its size; symbolic links\n"
+        "with the path they name.\n\nMore about it."
+    )
+
+
+def test_no_built_in_tool_description_breaks_a_sentence_with_a_paragraph() -> None:
+    from tether import create_agent
+    from tether.models import ScriptedModel
+
+    agent = create_agent(ScriptedModel(["ok"]))
+    for name, built in agent._plan.tools.items():
+        for paragraph in built.description.split("\n\n")[:-1]:
+            assert paragraph.rstrip().endswith((".", ":")), (name, paragraph)

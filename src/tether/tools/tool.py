@@ -383,7 +383,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     import docstring_parser  # imported on first use: few agents define tools at import time
 
     parsed = docstring_parser.parse(doc)
-    summary = "\n\n".join(
+    # The parser cuts the first line off as the summary: a first sentence that wraps onto
+    # the next line goes on with a line break, not the paragraph break after a summary.
+    between = "\n\n" if parsed.blank_after_short_description else "\n"
+    summary = between.join(
         part for part in (parsed.short_description, parsed.long_description) if part
     )
     # A description wrapped over several docstring lines is one sentence to the model.
