@@ -331,3 +331,29 @@ def test_the_command_says_not_done_and_exits_5_when_the_offline_model_declines(
     assert local.CANNOT_DO in done.stdout
     assert "● not done" in done.stdout
     assert "● completed" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "delete old.txt",
+        "in pets.txt, change cat to dog",
+        "Rename notes.txt to ideas.txt",
+        "Remove the last line of todo.md",
+        "Replace every tab in data.csv with a comma",
+        "List the files and delete the empty ones",
+    ],
+)
+def test_a_request_to_change_a_file_is_not_answered_by_showing_it(request_text: str) -> None:
+    from tether.models import _plain
+
+    schema = _plain.schema(_plain.read(request_text), ["ls", "read_file", "write_file"])
+    offered = {o["properties"]["action"]["const"] for o in schema["anyOf"]}
+    assert offered == {"decline"}
+
+
+def test_a_quoted_text_that_says_fix_is_still_a_write() -> None:
+    from tether.models import _plain
+
+    schema = _plain.schema(_plain.read("Write 'fix the copy' to todo.txt"), ["write_file"])
+    assert [o["properties"]["action"]["const"] for o in schema["anyOf"]] == ["write", "decline"]

@@ -56,6 +56,13 @@ _LISTING = re.compile(
     r"\b(?:list|ls|files|folder|directory|directories|what'?s here|what is here)\b",
     re.IGNORECASE,
 )
+# Asks to change or remove what a file holds, which the offline model cannot do: it is
+# offered only to decline (showing the file, or writing over it, is no answer to these).
+_CHANGING = re.compile(
+    r"\b(?:delete|remove|erase|rename|move|copy|change|replace|edit|modify|update|append|"
+    r"insert|fix|rewrite|swap|sort|clear|empty|truncate)\b",
+    re.IGNORECASE,
+)
 _ENDING = " .!?,;:"
 MAX_REQUEST_CHARS = 2_000
 """Longer is not a plain request (and is never searched: the patterns backtrack)."""
@@ -64,11 +71,13 @@ MAX_REQUEST_CHARS = 2_000
 @dataclass(frozen=True)
 class Reading:
     """What a request could ask of the file tools: the file names and the texts it holds
-    (each a choice the model may make), and whether it speaks of listing."""
+    (each a choice the model may make), whether it speaks of listing, and whether it asks
+    to change or remove a file's content (which the offline model cannot do)."""
 
     paths: tuple[str, ...]
     texts: tuple[str, ...]
     listing: bool
+    changing: bool = False
 
 
 def applies(tools: Sequence[str]) -> bool:
@@ -93,6 +102,7 @@ def read(request: str) -> Reading:
         tuple(_unique("/" + p.strip().lstrip("/") for p in paths)),
         tuple(_unique(t for t in (t.strip() for t in texts) if t and t not in paths)),
         bool(_LISTING.search(request)),
+        bool(_CHANGING.search(_QUOTED.sub(" ", request))),  # a quoted text may say "fix"
     )
 
 
@@ -141,9 +151,12 @@ Reply with one JSON object."""
 def schema(reading: Reading, tools: Sequence[str]) -> dict[str, Any]:
     """The replies the model may give for `reading`: an action the request holds what it
     needs for (a write needs a file and a text, a read a file, a list a word for it),
-    with the file and text among the request's own; or declining."""
+    with the file and text among the request's own; or declining, the only reply to a
+    request to change or remove what a file holds."""
     options: list[dict[str, Any]] = []
     files = {"enum": list(reading.paths)}
+    if reading.changing:
+        return {"anyOf": [_action("decline")]}
     if WRITE in tools and reading.paths and reading.texts:
         options.append(_action("write", file=files, text={"enum": list(reading.texts)}))
     if READ in tools and reading.paths:
