@@ -352,8 +352,17 @@ def test_a_request_to_change_a_file_is_not_answered_by_showing_it(request_text: 
     assert offered == {"decline"}
 
 
-def test_a_quoted_text_that_says_fix_is_still_a_write() -> None:
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Write 'fix the copy' to todo.txt",
+        'Write "hi" to update.md',
+        "Save 'x' in /move/copy.txt",
+        "Create a file called update containing hello",
+    ],
+)
+def test_a_quoted_text_or_a_file_name_that_says_fix_is_still_a_write(request_text: str) -> None:
     from tether.models import _plain
 
-    schema = _plain.schema(_plain.read("Write 'fix the copy' to todo.txt"), ["write_file"])
+    schema = _plain.schema(_plain.read(request_text), ["write_file"])
     assert [o["properties"]["action"]["const"] for o in schema["anyOf"]] == ["write", "decline"]

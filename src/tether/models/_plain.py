@@ -60,7 +60,7 @@ _LISTING = re.compile(
 # offered only to decline (showing the file, or writing over it, is no answer to these).
 _CHANGING = re.compile(
     r"\b(?:delete|remove|erase|rename|move|copy|change|replace|edit|modify|update|append|"
-    r"insert|fix|rewrite|swap|sort|clear|empty|truncate)\b",
+    r"insert|fix|rewrite|swap|truncate)\b",
     re.IGNORECASE,
 )
 _ENDING = " .!?,;:"
@@ -102,8 +102,15 @@ def read(request: str) -> Reading:
         tuple(_unique("/" + p.strip().lstrip("/") for p in paths)),
         tuple(_unique(t for t in (t.strip() for t in texts) if t and t not in paths)),
         bool(_LISTING.search(request)),
-        bool(_CHANGING.search(_QUOTED.sub(" ", request))),  # a quoted text may say "fix"
+        _asks_to_change(request),
     )
+
+
+def _asks_to_change(request: str) -> bool:
+    """Whether the request's own words (not a quoted text or a file name, such as "fix
+    the copy" or update.md) ask to change or remove what a file holds."""
+    words = _NAMED.sub(" ", _PATH.sub(" ", _QUOTED.sub(" ", request)))
+    return bool(_CHANGING.search(words))
 
 
 def _unquoted_texts(request: str, paths: list[str]) -> list[str]:
