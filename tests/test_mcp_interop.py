@@ -332,11 +332,11 @@ def test_mcp_server_git_reads_and_commits(tmp_path: Path) -> None:
         ToolCall("git_git_log", path, id="log"),
         ToolCall("git_git_status", {"repo_path": str(tmp_path)}, id="outside"),
     ]
-    follow = [
-        ToolCall("git_git_add", {**path, "files": ["a.txt"]}, id="add"),
-        ToolCall("git_git_commit", {**path, "message": "second"}, id="commit"),
-    ]
-    model = ScriptedModel([calls, follow, [ToolCall("git_git_log", path, id="log2")], "ok"])
+    # Calls of one turn run at once: the commit waits a turn for the add it needs.
+    add = [ToolCall("git_git_add", {**path, "files": ["a.txt"]}, id="add")]
+    commit = [ToolCall("git_git_commit", {**path, "message": "second"}, id="commit")]
+    log2 = [ToolCall("git_git_log", path, id="log2")]
+    model = ScriptedModel([calls, add, commit, log2, "ok"])
     answers = by_server_id(create_agent(model, mcp_servers=[server]).run("Git.").messages)
     assert "a.txt" in answers["status"].text
     assert "+two" in answers["diff"].text
