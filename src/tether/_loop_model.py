@@ -18,6 +18,7 @@ from tether.events import ModelDelta, StepFinished
 from tether.limits import Budget
 from tether.messages import OnTheWire, new_call_id, own_calls
 from tether.models.base import ModelRequest, ModelResponse, StreamDelta, StreamItem
+from tether.models.estimate import InputEstimate
 from tether.models.usage import checked
 from tether.plan import RunnableAgent
 from tether.state import RunState
@@ -36,6 +37,8 @@ class ModelCalls:
         self.wire = OnTheWire()
         self.sampling = asyncio.Lock()
         self.warned_unknown_cost = False
+        self.input_estimate = InputEstimate()
+        """For a model that reports no usage: counts each message of the run once."""
 
     async def call(self, request: ModelRequest) -> ModelResponse:
         """The model's reply to `request`, streamed as events, traced when tracing is on."""
@@ -68,7 +71,9 @@ class ModelCalls:
         if response is None:
             raise ModelError(f"model {self.agent.model.name!r} ended its stream without a response")
         response = replace(response, message=own_calls(response.message, ids.in_order()))
-        response = checked(response, request, self.agent.model.name)  # before anyone counts
+        response = checked(  # before anyone counts
+            response, request, self.agent.model.name, estimate=self.input_estimate
+        )
         for capability in self.plan.after_model:
             response = await capability.after_model(state, response)
         return response

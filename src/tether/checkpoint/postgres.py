@@ -52,28 +52,26 @@ class PostgresCheckpointer:
         self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
     ) -> None:
         bodies = [json.dumps(record, separators=(",", ":")) for record in records]
+        if not bodies:  # nothing to add: only the lease to check
+            if holder is not None:
+                current = await self._current(thread_id)
+                if current is None or current.holder.token != holder:
+                    raise lost(thread_id, current)
+            return
 
-        async def write(db: psycopg.AsyncConnection[Any]) -> None:
-            now = await _lock(db, thread_id)
-            cursor = await db.execute(  # the lease and the last seq in one round trip
-                "SELECT (SELECT COALESCE(MAX(seq), 0) FROM tether_records "
-                "WHERE thread_id = %(t)s), holder, owner, expires FROM (SELECT 1) AS one "
-                "LEFT JOIN tether_leases ON thread_id = %(t)s",
-                {"t": thread_id},
-            )
-            row = await cursor.fetchone()
-            assert row is not None
-            last, token, owner, expires = row
-            if holder is not None and token != holder:
-                raise lost(thread_id, Lease.stored(thread_id, owner, expires))
-            async with db.cursor() as insert:
-                await insert.executemany(
-                    "INSERT INTO tether_records (thread_id, seq, created, body) "
-                    "VALUES (%s, %s, %s, %s)",
-                    [(thread_id, last + i, now, body) for i, body in enumerate(bodies, 1)],
-                )
+        async def write(db: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
+            await _lock(db, thread_id, fetch=False)
+            return await db.execute(_APPEND, {"t": thread_id, "h": holder, "bodies": bodies})
 
-        await self.db.run(write)
+        inserted = await self.db.run_in_one_trip(write)
+        if inserted.rowcount != len(bodies):  # the lease was not the holder's: none were
+            raise lost(thread_id, await self._current(thread_id))
+
+    async def _current(self, thread_id: str) -> Lease | None:
+        async def read(db: psycopg.AsyncConnection[Any]) -> Lease | None:
+            return await _lease(db, thread_id)
+
+        return await self.db.run(read)
 
     async def acquire(self, thread_id: str, holder: Holder, seconds: float) -> Lease | None:
         async def take(db: psycopg.AsyncConnection[Any]) -> Lease | None:
@@ -153,13 +151,29 @@ class PostgresCheckpointer:
         await self.db.close()
 
 
-async def _lock(db: psycopg.AsyncConnection[Any], thread_id: str) -> float:
-    """Hold the thread's advisory lock to the end of the transaction; the server's time."""
+# One statement for a whole append, after the thread's lock (so that its snapshot, taken
+# when it starts, holds every earlier append): the records are numbered on from the
+# thread's last, and inserted only while `h` (when given) holds the thread's lease.
+_APPEND = """
+INSERT INTO tether_records (thread_id, seq, created, body)
+SELECT %(t)s, last.seq + body.n, extract(epoch FROM clock_timestamp())::float8, body.text
+FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM tether_records WHERE thread_id = %(t)s) AS last,
+    unnest(%(bodies)s::text[]) WITH ORDINALITY AS body(text, n)
+WHERE %(h)s::text IS NULL
+    OR EXISTS (SELECT FROM tether_leases WHERE thread_id = %(t)s AND holder = %(h)s::text)
+"""
+
+
+async def _lock(db: psycopg.AsyncConnection[Any], thread_id: str, *, fetch: bool = True) -> float:
+    """Hold the thread's advisory lock to the end of the transaction; the server's time
+    (0.0 without `fetch`: in a pipeline, results come at its end)."""
     cursor = await db.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
         "extract(epoch FROM clock_timestamp())::float8",
         (thread_id,),
     )
+    if not fetch:
+        return 0.0
     row = await cursor.fetchone()
     assert row is not None
     return float(row[1])

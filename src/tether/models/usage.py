@@ -68,13 +68,21 @@ def _parsed(text: str) -> int | None:
         return None
 
 
-def checked(response: ModelResponse, request: ModelRequest, model: str) -> ModelResponse:
+def checked(
+    response: ModelResponse,
+    request: ModelRequest,
+    model: str,
+    *,
+    estimate: InputEstimate | None = None,
+) -> ModelResponse:
     """`response` with its usage as it is charged (the same object when that is as it
-    came); a count estimated for `model` (its name) is warned about."""
+    came); a count estimated for `model` (its name) is warned about. `estimate` is the
+    run's own, which counts only the messages added since its last request (a new one
+    counts them all: every step of a long run, quadratic in its length)."""
     parts = response.message.parts
     usage, estimated = counted(
         response.message.usage,
-        input_estimate=lambda: InputEstimate().tokens(request),
+        input_estimate=lambda: (estimate or InputEstimate()).tokens(request),
         output_estimate=lambda: output_tokens(parts) if parts else 0,
     )
     if estimated:
