@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import scenarios
+import session
 
 HERE = Path(__file__).resolve().parent
 SIDES = {
@@ -89,7 +90,10 @@ def direct_rg(tree: Path, args: list[str], repeat: int) -> float:
     times = []
     for _ in range(repeat + 1):
         started = time.perf_counter()
-        subprocess.run([rg, *args], cwd=tree, capture_output=True, check=True)
+        # stdin closed and the tree named: rg searches its stdin when that is a pipe
+        subprocess.run(
+            [rg, *args, "."], cwd=tree, stdin=subprocess.DEVNULL, capture_output=True, check=True
+        )
         times.append(time.perf_counter() - started)
     return scenarios.median_ms(times[1:])
 
@@ -175,7 +179,15 @@ def main() -> None:
         action="append",
         help="measure this part again, keep the rest of the results (repeatable)",
     )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="measure nothing: write RESULTS.md again from the JSON files in bench/",
+    )
     options = parser.parse_args()
+    if options.report:
+        rewrite()
+        return
     if not Path(SIDES["deepagents"][0]).exists():
         raise SystemExit("bench/.venv-deepagents is missing: run `make bench`")
     if options.only:
@@ -318,6 +330,9 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
     if missing:
         lines += ["", "Not measured (—): " + " ".join(missing)]
     lines += ["", *checkpoint_table(runs.get("checkpoint", {}))]
+    lines += ["", *goals_table(results)]
+    if (HERE / "session.json").exists():
+        lines += ["", *session.table(json.loads((HERE / "session.json").read_text()))]
     prompt = runs["prompt"]
     lines += ["", *prompt_table(prompt), ""]
     lines += [
@@ -326,6 +341,87 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def rewrite() -> None:
+    """RESULTS.md from results.json and the other parts' JSON files, measuring nothing."""
+    results = json.loads((HERE / "results.json").read_text())
+    big = max(int(size) for size in results["runs"]["steps"])
+    agents = 100 if results.get("quick") else 1000
+    (HERE / "RESULTS.md").write_text(report(results, big, agents))
+    print((HERE / "RESULTS.md").read_text())
+
+
+def _part(name: str) -> dict[str, Any]:
+    path = HERE / name
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def goals_table(results: dict[str, Any]) -> list[str]:
+    """Issue 41's rows, each with its goal and what was measured (results.json,
+    serve.json, local_model.json, session.json)."""
+    runs = results["runs"]
+    serve, local, spent = _part("serve.json"), _part("local_model.json"), _part("session.json")
+
+    def recording(name: str) -> str | None:
+        row = _dig(runs, "checkpoint", name)
+        if not row or "us_per_step" not in row:
+            return None
+        return f"{row['us_per_step'] - row['plain_us_per_step']:,.0f} µs"
+
+    grep = _dig(runs, "search", "grep") or {}
+    ours, theirs, rg = (_dig(grep, side, "ms") for side in ("tether", "deepagents", "rg"))
+    imports = [_dig(runs, "import", side, "ms") for side in ("tether", "deepagents")]
+    rate, added = _dig(serve, "served_over_in_process_rate"), _dig(serve, "ms_added_a_step")
+    first = _dig(local, "first_request_seconds")
+    cached = _dig(spent, "ratios", "cached_cost")
+    rows = [
+        ("recording cost per step, SQLite thread", recording("sqlite"), "≤ 100 µs"),
+        ("recording cost per step, Postgres thread", recording("postgres"), "≤ 500 µs"),
+        (
+            "grep `needle_` over 20,000 files vs deepagents",
+            f"{theirs / ours:.2f}x as fast as deepagents, {ours / rg:.1f}x the `rg` floor"
+            if ours and theirs and rg
+            else None,
+            "≥ 2x faster than deepagents, ≤ 1.3x `rg`",
+        ),
+        (
+            "cold `from tether import create_agent` vs deepagents' factory",
+            f"{imports[0] / imports[1]:.2f}x" if all(imports) else None,
+            "≤ 0.1x",
+        ),
+        (
+            "served events a second vs in process",
+            f"{rate:.2f}x, +{added:.2f} ms a step" if rate and added is not None else None,
+            "≥ 0.5x, ≤ +0.2 ms",
+        ),
+        (
+            "offline model, first request in a process",
+            f"{first:.1f} s" if first is not None else None,
+            "≤ 5 s on an idle machine",
+        ),
+        (
+            "a 200-step session's input cost with prompt caching, vs deepagents",
+            f"{cached:.2f}x ({_dig(spent, 'ratios', 'input_tokens'):.2f}x uncached; "
+            f"{_dig(spent, 'ratios', 'cached_cost_before_compaction'):.2f}x before either "
+            "compacts)"
+            if cached
+            else None,
+            "≤ 0.5x (stretch 0.4x)",
+        ),
+    ]
+    lines = ["The goals of issue 41 and where they stand:", "", "| measure | now | goal |"]
+    lines.append("|---|--:|--:|")
+    lines += [f"| {label} | {now or 'not measured'} | {goal} |" for label, now, goal in rows]
+    return lines
 
 
 def prompt_table(prompt: dict[str, Any]) -> list[str]:

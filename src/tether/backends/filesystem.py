@@ -37,6 +37,7 @@ from tether.backends.base import (
 )
 from tether.backends.errors import BackendError
 from tether.backends.hostfs import TEMPORARY_PREFIX, InGitDirectory, Root
+from tether.backends.hostfs import _ripgrep as ripgrep
 from tether.backends.paths import clean, join
 from tether.backends.search import Pattern, compile_pattern, grep_text
 from tether.errors import ConfigurationError
@@ -371,7 +372,42 @@ class FilesystemBackend:
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
     ) -> list[GrepHit]:
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
-        return await asyncio.to_thread(self._grep, regex, clean(path))
+        path = clean(path)
+        text = ripgrep.literal_text(pattern, literal=literal, ignore_case=ignore_case)
+        if text is not None:  # ripgrep lists the files that hold it, in parallel, confined
+            named = await ripgrep.search(
+                functools.partial(self.host.open_dir, path), text, ignore_case=ignore_case
+            )
+            if named is not None:
+                return await asyncio.to_thread(self._grep_named, regex, path, named)
+        return await asyncio.to_thread(self._grep, regex, path)
+
+    def _grep_named(self, regex: Pattern, path: str, names: list[str]) -> list[GrepHit]:
+        """The hits in the files `names` (relative to `path`) as they are now: each one
+        opened again beneath the root, no symlink followed, and searched whole; what
+        found them never decides what is read."""
+        aliases = _Aliases(self.host)
+        hits: list[GrepHit] = []
+        for name in names:
+            *directories, file_name = name.split("/")
+            if not _addressable(file_name) or any(d in _SKIPPED_DIRS for d in directories):
+                continue
+            file_path = join(path, name)
+            if self.admits is not None and not self.admits("read", file_path):
+                continue
+            try:
+                fd = self.host.open(file_path, _READ_FLAGS)
+            except OSError:
+                continue  # gone, or a symlink on its way, since it was found
+            try:
+                data = self._read_open(file_path, fd, aliases)
+            except BackendError:
+                continue  # over the size limit, refused, or not a regular file
+            finally:
+                os.close(fd)
+            hits += grep_text(file_path, data, regex)
+        hits.sort(key=lambda h: (h.path, h.line))
+        return hits
 
     def _grep(self, regex: Pattern, path: str) -> list[GrepHit]:
         aliases = _Aliases(self.host)

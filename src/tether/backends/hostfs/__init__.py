@@ -14,7 +14,8 @@ Paths here are clean virtual paths ("/src/app.py", see `tether.backends.paths`);
 
 The pieces: `_opening` (the flags, `openat2`, a path's components), `_root` (`Root`: open,
 look, create, replace, and the git guard), `_writing` (a file written whole before it
-gets its name; the locks writers share), `_walk` (a tree walked without recursion).
+gets its name; the locks writers share), `_walk` (a tree walked without recursion),
+`_ripgrep` and `_landlock` (grep's `rg`, run from a thread the kernel confines).
 """
 
 from __future__ import annotations
