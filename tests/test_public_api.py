@@ -26,6 +26,7 @@ PUBLIC = {
     "Limits",
     "ModelError",
     "MCPServerError",
+    "Masking",
     "ModelHTTPError",
     "OutputError",
     "Price",
@@ -144,3 +145,71 @@ def test_an_agent_without_mcp_servers_loads_no_mcp_part() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def _loaded_by(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `code`."""
+    code += "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded: set[str] = set(json.loads(out.stdout.splitlines()[-1]))
+    return loaded
+
+
+def test_importing_create_agent_and_tool_loads_only_the_plain_data_they_name() -> None:
+    # What every program runs first: the builder, pydantic (the options and the tools'
+    # argument models) and the capabilities load when the first agent or tool is built.
+    loaded = _loaded_by("from tether import create_agent, tool")
+    assert {m for m in loaded if m.split(".")[0] == "tether"} <= {
+        "tether",
+        "tether._create",
+        "tether._version",
+        "tether.errors",
+        "tether.events",
+        "tether.messages",
+        "tether.models",
+        "tether.models.base",
+        "tether.state",
+        "tether.tools",
+        "tether.tools.tool",
+    }
+    heavy = {"pydantic", "pydantic_core", "annotated_types", "docstring_parser", "wcmatch"}
+    heavy |= {"re2", "bracex", "yaml", "sqlite3", "importlib.metadata", "genai_prices"}
+    assert loaded & heavy == set()
+
+
+def test_an_agent_on_the_default_files_loads_no_sandbox_host_files_or_rule_matcher() -> None:
+    # Those load with an agent given a FilesystemBackend, a LocalSandbox or permissions.
+    loaded = _loaded_by(
+        "import os, tempfile; os.chdir(tempfile.mkdtemp())\n"
+        "from tether import create_agent, tool\n"
+        "from tether.models import FunctionModel\n"
+        "@tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add two numbers.'''\n"
+        "    return a + b\n"
+        "agent = create_agent(FunctionModel(lambda request: 'done'), tools=[add])\n"
+        "assert agent.run('Go.').output == 'done'"
+    )
+    heavy = {
+        "ctypes",
+        "wcmatch",
+        "yaml",
+        "tether.backends.filesystem",
+        "tether.backends.hostfs",
+        "tether.backends.sandbox.local",
+        "tether.backends.sandbox.command",
+        "tether.models._sdk",
+    }
+    assert loaded & heavy == set()
+
+
+def test_the_packages_names_load_on_first_use_and_all_of_them_resolve() -> None:
+    import tether.backends
+    import tether.backends.sandbox
+    import tether.capabilities
+    import tether.models
+
+    for package in (tether.backends, tether.backends.sandbox, tether.capabilities, tether.models):
+        assert set(package._HOMES) == set(package.__all__)
+        for name in package.__all__:
+            assert getattr(package, name) is not None

@@ -13,7 +13,7 @@ runs an agent (`tether.state.RUN_AGENT`), and the loop and the `task` tool see a
 only as a `tether.plan.RunnableAgent`. From the top:
 
     durable, serve, cli, testing       what runs agents for people: workers, HTTP, a terminal
-    agent (_build, _options)           Agent and create_agent: options composed into a plan
+    agent (_create, _build, _options)  Agent and create_agent: options composed into a plan
     loop (_loop_gates, _loop_model,    one run: request -> model -> tools -> limits,
       _loop_tools)                     recorded step by step
     capabilities, mcp, tracing, plan,  what an agent is made of: prompt sections, tools
@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 from tether._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from tether._build import create_agent
+    from tether._create import create_agent
     from tether.agent import Agent, Prompt
     from tether.approval import Answer, ApprovalRequest, Approve, Edit, Reject, Respond
     from tether.capabilities import Capability
     from tether.capabilities.compaction import Compaction
+    from tether.capabilities.masking import Masking
     from tether.capabilities.subagents import Background, SubAgent
     from tether.errors import (
         AlreadyDecidedError,
@@ -77,6 +78,7 @@ __all__ = [
     "Edit",
     "Limits",
     "MCPServerError",
+    "Masking",
     "ModelError",
     "ModelHTTPError",
     "OutputError",
@@ -108,7 +110,7 @@ _HOMES = {
     "Prompt": "tether.agent",
     "RunResult": "tether.result",
     "StopReason": "tether.result",
-    "create_agent": "tether._build",
+    "create_agent": "tether._create",
     "Answer": "tether.approval",
     "ApprovalRequest": "tether.approval",
     "Approve": "tether.approval",
@@ -117,6 +119,7 @@ _HOMES = {
     "Respond": "tether.approval",
     "Capability": "tether.capabilities",
     "Compaction": "tether.capabilities.compaction",
+    "Masking": "tether.capabilities.masking",
     "AlreadyDecidedError": "tether.errors",
     "ConfigurationError": "tether.errors",
     "ContentFilterError": "tether.errors",

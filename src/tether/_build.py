@@ -1,19 +1,18 @@
-"""`create_agent`: the options it is given, validated by group (`tether._options`), and
-the agent they describe, its capabilities composed once into the plan its runs follow."""
+"""What `create_agent` (`tether._create`) builds: the agent its options describe,
+validated by group (`tether._options`), its capabilities composed once into the plan its
+runs follow."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from tether import prompts
-from tether._options import DEFAULT_CHECKPOINTER, DEFAULT_COMPACTION, AgentOptions, FileOptions
+from tether._options import AgentOptions, FileOptions
 from tether.agent import Agent
 from tether.approval import GateConfig, approval_rules
-from tether.backends.base import Backend
 from tether.backends.composite import CompositeBackend
-from tether.backends.permissions import Policy, Rule
 from tether.backends.sandbox.base import SandboxBackend
 from tether.backends.state import StateBackend
 from tether.capabilities.base import Capability, overrides
@@ -22,15 +21,14 @@ from tether.capabilities.dangling import DanglingToolCallRepair
 from tether.capabilities.eviction import LargeResultEviction
 from tether.capabilities.filesystem import Filesystem
 from tether.capabilities.memory import Memory
-from tether.capabilities.sandbox import CommandPolicy, Sandbox
+from tether.capabilities.sandbox import Sandbox
 from tether.capabilities.skills import Skills
-from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, Background, SubAgent, Subagents
+from tether.capabilities.subagents import GENERAL_PURPOSE_AGENT, SubAgent, Subagents
 from tether.capabilities.todos import Todos
-from tether.checkpoint.base import Checkpointer, open_checkpointer
+from tether.checkpoint.base import open_checkpointer
 from tether.errors import ConfigurationError, describe
-from tether.limits import Limits
-from tether.models.base import Model, ModelSettings
-from tether.models.prices import Price, PriceBook
+from tether.models.base import Model
+from tether.models.prices import PriceBook
 from tether.output import FINAL_RESULT, OutputSpec
 from tether.plan import Plan
 from tether.profiles import GeneralPurposeProfile, HarnessProfile, profile_for
@@ -42,144 +40,7 @@ from tether.tracing import DEFAULT_TRACING, Tracing
 if TYPE_CHECKING:
     from tether.mcp import MCPServer
 
-__all__ = ["assemble", "create_agent"]
-
-OutputT = TypeVar("OutputT")
-
-
-@overload
-def create_agent(
-    model: Model | str,
-    *,
-    output_type: type[OutputT],
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[OutputT]: ...
-
-
-@overload
-def create_agent(
-    model: Model | str,
-    *,
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[str]: ...
-
-
-def create_agent(
-    model: Model | str,
-    *,
-    output_type: Any = str,
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    system_prompt: str | None = None,
-    limits: Limits | None = None,
-    capabilities: Sequence[Capability] = (),
-    model_settings: ModelSettings | None = None,
-    output_retries: int = 3,
-    prices: Mapping[str, Price] | None = None,
-    backend: Backend | None = None,
-    permissions: Sequence[Rule] = (),
-    backend_policy: Policy | None = None,
-    tool_token_limit_before_evict: int | None = 20_000,
-    filesystem: bool = True,
-    todos: bool = True,
-    subagents: Sequence[SubAgent] = (),
-    general_purpose_subagent: bool = True,
-    compaction: Compaction | None = DEFAULT_COMPACTION,
-    checkpointer: Checkpointer | str | None = DEFAULT_CHECKPOINTER,
-    interrupt_on: Mapping[str, GateConfig] | None = None,
-    command_policy: CommandPolicy | Callable[[str], str | None] | None = None,
-    skills: Sequence[str] = (),
-    memory: Sequence[str] = (),
-    profile: HarnessProfile | None = None,
-    mcp_servers: Sequence[MCPServer] = (),
-    tracing: Tracing | None = None,
-    background: Background | None = None,
-) -> Agent[Any]:
-    """Build an agent.
-
-    `tools` takes `Tool`s or plain typed functions. `output_type` other than `str` gives
-    the agent a `final_result` tool whose arguments are the answer, validated by pydantic
-    and retried up to `output_retries` times. `limits` bounds steps, tokens, cost and time
-    (default: 200 steps). `prices` maps "provider:model" or "model" to a `Price` for
-    models genai-prices does not know.
-
-    The agent has the file tools over `backend` (default: a fresh `StateBackend` per
-    run), behind `permissions` and `backend_policy`; tool results over
-    `tool_token_limit_before_evict` tokens are saved to files (None turns that off).
-    `filesystem=False` leaves the file tools out. A `SandboxBackend` (such as
-    `LocalSandbox`) adds the `execute` tool, whose commands `command_policy` may refuse.
-
-    When the history nears the model's input window it is compacted (offloaded,
-    summarized, truncated) as `compaction` says; None turns that off.
-
-    Runs given a `thread_id` are recorded by `checkpointer` (a `Checkpointer` or a URL,
-    by default sqlite:///.tether/runs.db, opened on first use; None turns threads off).
-    Calls of the tools in `interrupt_on` wait for a person's decision (see
-    `tether.approval`); such an agent records every run, in a new thread if none is given.
-
-    `skills` lists backend directories of skills (folders with a SKILL.md); `memory`
-    lists files loaded into the prompt at the start of every run.
-
-    `mcp_servers` adds the tools of MCP servers (see `tether.mcp`). `tracing` says how
-    runs are traced with OpenTelemetry (see `tether.tracing.Tracing`); subagents share it.
-
-    The harness profile registered for the model (see `tether.profiles`) applies, with
-    `profile` merged on top of it.
-
-    `write_todos` keeps a task list (`todos=False` leaves it out). The `task` tool
-    starts `subagents`, plus a "general-purpose" one with the agent's own tools unless
-    `general_purpose_subagent=False` or a subagent of that name replaces it. With
-    `background` (a `Background`), `task` can also start them in the background.
-    """
-    options = AgentOptions.of(**locals())  # every parameter, by name
-    return assemble(options)
+__all__ = ["assemble"]
 
 
 def assemble(options: AgentOptions) -> Agent[Any]:
@@ -218,6 +79,9 @@ def assemble(options: AgentOptions) -> Agent[Any]:
         profile=harness,
         tracing=setup.tracing or DEFAULT_TRACING,
     )
+    for capability in plan.before_model:
+        if isinstance(capability, ContextCompaction):  # it masks results by their tool
+            capability.know_tools(plan.tools)
     checkpointer = options.approvals.checkpointer
     if plan.waits and checkpointer is None:
         raise ConfigurationError(

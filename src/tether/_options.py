@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from tether import prompts
 from tether._checks import DictOf, Instance, ListOf, Must, validated
+from tether._create import DEFAULT_CHECKPOINTER
 from tether.backends.base import Backend
 from tether.backends.permissions import Policy, Rule
 from tether.capabilities.base import Capability
@@ -48,7 +49,6 @@ __all__ = [
     "ToolOptions",
 ]
 
-DEFAULT_CHECKPOINTER = "sqlite:///.tether/runs.db"
 DEFAULT_COMPACTION = Compaction()
 
 Group = TypeVar("Group", bound="_Group")

@@ -1,5 +1,5 @@
 """The `Agent` that `create_agent()` returns: run, arun and stream. (`create_agent`,
-which builds it, is in `tether._build`; it can still be imported from here.)"""
+which builds it, is in `tether._create`; it can still be imported from here.)"""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from tether.result import RunResult, StopReason
 from tether.tools.tool import Tool
 
 if TYPE_CHECKING:
-    from tether._build import create_agent
+    from tether._create import create_agent
     from tether.checkpoint.journal import Journal, Thread
 
 __all__ = ["Agent", "Prompt", "RunResult", "StopReason", "create_agent"]
@@ -54,9 +54,9 @@ Prompt: TypeAlias = str | UserMessage | Sequence[TextPart | BinaryPart]
 
 
 def __getattr__(name: str) -> Any:
-    # create_agent is built in tether._build, which imports this module for `Agent`.
+    # create_agent is in tether._create, whose builder imports this module for `Agent`.
     if name == "create_agent":
-        from tether._build import create_agent
+        from tether._create import create_agent
 
         return create_agent
     raise AttributeError(f"module 'tether.agent' has no attribute {name!r}")

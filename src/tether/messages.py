@@ -19,10 +19,11 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
-from pydantic import ConfigDict, Field, TypeAdapter
-from pydantic_core import PydanticSerializationError
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, TypeAdapter
+    from pydantic_core import CoreSchema
 
 __all__ = [
     "AssistantMessage",
@@ -62,7 +63,12 @@ class BinaryPart:
     media_type: str
     kind: Literal["binary"] = "binary"
 
-    __pydantic_config__ = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    # pydantic's ConfigDict is a plain dict: written as one, so importing this module
+    # (every agent does) does not import pydantic, which serializing messages loads
+    __pydantic_config__: ClassVar[dict[str, str]] = {
+        "ser_json_bytes": "base64",
+        "val_json_bytes": "base64",
+    }
 
     @property
     def category(self) -> Literal["image", "audio", "video", "document"]:
@@ -124,10 +130,23 @@ class ToolCall:
             object.__setattr__(self, "args", json.dumps(self.args, default=repr))
 
 
-ContentPart: TypeAlias = Annotated[TextPart | BinaryPart, Field(discriminator="kind")]
-AssistantPart: TypeAlias = Annotated[
-    TextPart | ThinkingPart | ToolCall, Field(discriminator="kind")
-]
+class _ByKind:
+    """pydantic metadata: the union is told apart by each member's `kind` (a tagged
+    union), as `Field(discriminator="kind")` says; pydantic is imported only once a
+    schema is built, when messages are first written or read as JSON."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic import Field
+
+        return handler.generate_schema(Annotated[source, Field(discriminator="kind")])
+
+
+_BY_KIND = _ByKind()
+
+ContentPart: TypeAlias = Annotated[TextPart | BinaryPart, _BY_KIND]
+AssistantPart: TypeAlias = Annotated[TextPart | ThinkingPart | ToolCall, _BY_KIND]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +245,7 @@ class ToolResultMessage:
     kind: Literal["tool_results"] = "tool_results"
 
 
-Message: TypeAlias = Annotated[
-    UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="kind")
-]
+Message: TypeAlias = Annotated[UserMessage | AssistantMessage | ToolResultMessage, _BY_KIND]
 
 
 def own_calls(message: AssistantMessage, ids: Sequence[str] = ()) -> AssistantMessage:
@@ -311,6 +328,8 @@ def valid_unicode(text: str) -> str:
 
 @functools.cache
 def _adapter() -> TypeAdapter[list[Message]]:
+    from pydantic import TypeAdapter  # with the first messages written or read as JSON
+
     return TypeAdapter(list[Message])
 
 
@@ -320,6 +339,8 @@ def to_json(messages: Sequence[Message]) -> str:
     Text that is not valid Unicode (a lone surrogate, which a provider can send as a
     JSON escape) is written with U+FFFD in its place, so what is written always reads back.
     """
+    from pydantic_core import PydanticSerializationError  # loaded by `_adapter` already
+
     try:
         return _adapter().dump_json(list(messages)).decode()
     except PydanticSerializationError:

@@ -6,13 +6,19 @@
 - `CompositeBackend(default, routes)`: different paths on different backends.
 """
 
-from tether.backends.base import Backend, FileInfo, GrepHit
-from tether.backends.composite import CompositeBackend
-from tether.backends.errors import BackendError
-from tether.backends.filesystem import FilesystemBackend
-from tether.backends.permissions import PermissionedBackend, Rule
-from tether.backends.state import StateBackend
-from tether.backends.store import StoreBackend
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.backends.base import Backend, FileInfo, GrepHit
+    from tether.backends.composite import CompositeBackend
+    from tether.backends.errors import BackendError
+    from tether.backends.filesystem import FilesystemBackend
+    from tether.backends.permissions import PermissionedBackend, Rule
+    from tether.backends.state import StateBackend
+    from tether.backends.store import StoreBackend
 
 __all__ = [
     "Backend",
@@ -26,3 +32,31 @@ __all__ = [
     "StateBackend",
     "StoreBackend",
 ]
+
+# The names load on first use (PEP 562): an agent on the default in-memory files loads
+# neither the host filesystem's modules nor the permission rules' glob matcher.
+_HOMES = {
+    "Backend": "base",
+    "FileInfo": "base",
+    "GrepHit": "base",
+    "CompositeBackend": "composite",
+    "BackendError": "errors",
+    "FilesystemBackend": "filesystem",
+    "PermissionedBackend": "permissions",
+    "Rule": "permissions",
+    "StateBackend": "state",
+    "StoreBackend": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tether.backends' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tether.backends.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from wcmatch import glob as wc
-
 from tether.backends.base import (
     Admits,
     Backend,
@@ -43,8 +41,6 @@ __all__ = ["Operation", "PermissionedBackend", "Policy", "Rule"]
 Policy = Callable[[Operation, str], str | None]
 """Called before every operation with its kind and path; a returned string refuses it
 (and is shown to the model), as does raising `BackendError`."""
-
-_FLAGS = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
 
 
 @runtime_checkable
@@ -93,7 +89,11 @@ class Rule:
         object.__setattr__(self, "operations", ops)
         object.__setattr__(self, "paths", tuple(paths))
         object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "_matcher", wc.compile(list(paths), flags=_FLAGS))
+        # wcmatch loads with the first rule: an agent without rules never needs it
+        from wcmatch import glob as wc
+
+        flags = wc.GLOBSTAR | wc.BRACE | wc.DOTGLOB
+        object.__setattr__(self, "_matcher", wc.compile(list(paths), flags=flags))
 
     def matches(self, operation: Operation, path: str) -> bool:
         """Whether this rule speaks for `operation` on `path`."""

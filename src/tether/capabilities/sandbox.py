@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tether import prompts
 from tether.backends.errors import BackendError
 from tether.backends.sandbox.base import SandboxBackend
-from tether.backends.search import Pattern, compile_pattern
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, ToolError
 from tether.state import RunState, ToolContext
 from tether.tools.execute import COMMAND_RUNNER, execute_tool
 from tether.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from tether.backends.search import Pattern
 
 __all__ = ["CommandPolicy", "Sandbox"]
 
@@ -32,6 +35,10 @@ class CommandPolicy:
     )
 
     def __post_init__(self) -> None:
+        # RE2 and the search module load with the first policy: every agent imports this
+        # module (its options name `CommandCheck`), few have a sandbox and a policy
+        from tether.backends.search import compile_pattern
+
         try:
             compiled = tuple(
                 tuple((p, compile_pattern(p, literal=False, ignore_case=False)) for p in patterns)

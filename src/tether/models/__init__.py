@@ -11,22 +11,28 @@ wait as long as a `retry-after` asks up to `MAX_RETRY_WAIT_SECONDS`; a fault lef
 raises a `ModelError` naming the URL, the provider's request id and the retries made.
 """
 
-from tether.models._sdk import MAX_RETRY_WAIT_SECONDS
-from tether.models.base import (
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    StreamDelta,
-    StreamItem,
-    ToolSpec,
-    response_of,
-)
-from tether.models.fallback import FallbackModel
-from tether.models.prices import Price
-from tether.models.profiles import ModelProfile, profile_for
-from tether.models.resolve import OFFLINE_NOTICE, default_model, infer_model
-from tether.models.scripted import FunctionModel, ScriptedModel, Turn
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.models._sdk import MAX_RETRY_WAIT_SECONDS
+    from tether.models.base import (
+        Model,
+        ModelRequest,
+        ModelResponse,
+        ModelSettings,
+        StreamDelta,
+        StreamItem,
+        ToolSpec,
+        response_of,
+    )
+    from tether.models.fallback import FallbackModel
+    from tether.models.prices import Price
+    from tether.models.profiles import ModelProfile, profile_for
+    from tether.models.resolve import OFFLINE_NOTICE, default_model, infer_model
+    from tether.models.scripted import FunctionModel, ScriptedModel, Turn
 
 __all__ = [
     "MAX_RETRY_WAIT_SECONDS",
@@ -49,3 +55,41 @@ __all__ = [
     "profile_for",
     "response_of",
 ]
+
+# The names load on first use (PEP 562): a module of this package imported on its own
+# (`tether.models.base`, which every agent needs) does not load the others, such as the
+# provider adapters' shared helpers in `_sdk`.
+_HOMES = {
+    "MAX_RETRY_WAIT_SECONDS": "_sdk",
+    "Model": "base",
+    "ModelRequest": "base",
+    "ModelResponse": "base",
+    "ModelSettings": "base",
+    "StreamDelta": "base",
+    "StreamItem": "base",
+    "ToolSpec": "base",
+    "response_of": "base",
+    "FallbackModel": "fallback",
+    "Price": "prices",
+    "ModelProfile": "profiles",
+    "profile_for": "profiles",
+    "OFFLINE_NOTICE": "resolve",
+    "default_model": "resolve",
+    "infer_model": "resolve",
+    "FunctionModel": "scripted",
+    "ScriptedModel": "scripted",
+    "Turn": "scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tether.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tether.models.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -20,6 +20,7 @@ from ag_ui.core import (
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    EventType,
     FunctionCall,
     Interrupt,
     MessagesSnapshotEvent,
@@ -81,6 +82,7 @@ from tether.messages import (
     Usage,
     UserMessage,
 )
+from tether.serve import _sse
 from tether.tools.files import change_diff
 
 __all__ = [
@@ -297,6 +299,36 @@ class Translator:
         which `failed` reports with the error's message."""
         handler: Callable[[Any], list[BaseEvent]] = getattr(self, "_on_" + event.kind)
         return handler(event)
+
+    def piece(self, event: Event) -> tuple[EventType, str | None, str] | None:
+        """When `event` is a piece of the text, thinking or arguments streaming now, the
+        one content event `translate` would give for it, already encoded: its type, the
+        call it is of (None for text and thinking) and the server-sent event. None for
+        anything else, which `translate` tells. (A reply streams thousands of pieces;
+        this path skips building each as a pydantic event.)"""
+        if not isinstance(event, ModelDelta) or not event.delta:
+            return None
+        path, call_id = event.path, event.call_id
+        if event.part == "tool_call":
+            if (
+                call_id is None
+                or event.tool is None
+                or path not in self._reply
+                or call_id not in self._parent
+                or (path, call_id) not in self._announced
+                or call_id not in self._streaming.get(path, ())
+            ):
+                return None
+            kind, of = EventType.TOOL_CALL_ARGS, call_id
+        elif event.part == "text":
+            if path in self._thinking or path not in self._text:
+                return None
+            kind, of, call_id = EventType.TEXT_MESSAGE_CONTENT, self._text[path], None
+        else:
+            if path in self._text or path not in self._thinking:
+                return None
+            kind, of, call_id = EventType.REASONING_MESSAGE_CONTENT, self._thinking[path], None
+        return kind, call_id, _sse.content(kind, of, event.delta, subagent_id(path))
 
     def _on_tool_call_started(self, event: ToolCallStarted) -> list[BaseEvent]:
         return [*self._close(event.path), *self._announce(event.call, event.path)]

@@ -13,26 +13,20 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType, MessagesSnapshotEvent
-from ag_ui.encoder import EventEncoder
 
 from tether.agent import Agent
 from tether.errors import ConfigurationError, ThreadBusyError
 from tether.events import Event
 from tether.serve._agui import Translator, answered_ids, call_ids
+from tether.serve._sse import encode
 
 __all__ = ["LiveRun", "LiveRuns"]
 
-_ENCODER = EventEncoder()
 _KEEPALIVE_SECONDS = 15.0
 _BEGIN_WAIT_SECONDS = 10.0  # how long a stop waits for a starting run to take its thread
 _CALL_PARTS = frozenset(
     {EventType.TOOL_CALL_START, EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END}
 )
-
-
-def encode(event: BaseEvent) -> str:
-    """One AG-UI event as a server-sent event."""
-    return _ENCODER.encode(event)
 
 
 class LiveRun:
@@ -61,11 +55,19 @@ class LiveRun:
             return
         for event in events:
             self.chunks.append(encode(event))
-            self.keys.append((event.type, getattr(event, "tool_call_id", None)))
+            # from the fields themselves: pydantic's lookup of a missing attribute raises
+            self.keys.append((event.type, event.__dict__.get("tool_call_id")))
             if event.type == EventType.RUN_STARTED and not self._opened:
                 self._opened = len(self.chunks)
         self._wake.set()
-        self._wake = asyncio.Event()
+
+    def _waiting(self) -> asyncio.Event:
+        """What a follower that has every chunk so far waits on: set by the next push.
+        (A push only sets it; the follower makes a new one when it was used, so a reply's
+        thousands of pieces do not each make an event no one may wait on.)"""
+        if self._wake.is_set():
+            self._wake = asyncio.Event()
+        return self._wake
 
     async def begun(self) -> None:
         """Wait until the run holds its thread; raise what stopped it before that (the
@@ -100,7 +102,7 @@ class LiveRun:
             skip_calls |= call_ids(self.before)
             skip_results |= answered_ids(self.before)
         while True:
-            wake = self._wake
+            wake = self._waiting()
             if index < len(self.chunks):  # all that came meanwhile, in one write
                 ready = self._since(index, skip_calls, skip_results, extra)
                 index = len(self.chunks)
@@ -109,8 +111,9 @@ class LiveRun:
                 continue
             if self.done:
                 return
-            try:
-                await asyncio.wait_for(wake.wait(), _KEEPALIVE_SECONDS)
+            try:  # a timeout scope, not wait_for: no task made for each wake
+                async with asyncio.timeout(_KEEPALIVE_SECONDS):
+                    await wake.wait()
             except TimeoutError:
                 yield ": keep-alive\n\n"
 
@@ -140,7 +143,14 @@ class LiveRun:
         """Consume the run's tether events, keeping their AG-UI form."""
         try:
             async for event in events:
-                self.push(self.translator.translate(event))
+                piece = self.translator.piece(event)
+                if piece is None:
+                    self.push(self.translator.translate(event))
+                else:  # already encoded: kept as `push` keeps an event
+                    kind, call_id, chunk = piece
+                    self.chunks.append(chunk)
+                    self.keys.append((kind, call_id))
+                    self._wake.set()
                 if not self._begun.done():
                     self._begun.set_result(None)
         except asyncio.CancelledError:

@@ -10,10 +10,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
-
-import pydantic
-import pydantic_core
+from typing import TYPE_CHECKING, Any, overload
 
 from tether.errors import ConfigurationError, ToolError, ToolFatalError, describe
 from tether.messages import (
@@ -26,6 +23,12 @@ from tether.messages import (
 )
 from tether.models.base import ToolSpec
 from tether.state import ToolContext
+
+if TYPE_CHECKING:
+    import pydantic
+
+# pydantic is imported where a tool is first built or run, not here: `from tether import
+# tool` (every program defining a tool) stays fast, and pydantic loads with the first tool.
 
 __all__ = ["OPEN_CONTEXT", "Tool", "tool"]
 
@@ -117,6 +120,8 @@ class Tool:
         args = decode_args(self.name, call.args)
         if isinstance(args, str):
             return args
+        import pydantic  # loaded already: the tool's model was built with it
+
         try:
             return self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
@@ -205,6 +210,8 @@ def content_of(value: Any) -> tuple[ContentPart, ...]:
         for item in value:
             parts.extend(content_of(item))
         return tuple(parts)
+    import pydantic_core  # loaded with the first tool built
+
     try:
         text = pydantic_core.to_json(value, fallback=str, bytes_mode="base64").decode()
     except Exception as exc:
@@ -325,6 +332,8 @@ def _args_model(
         raise ConfigurationError(
             f"cannot read the type hints of tool {tool_name!r}: {exc}"
         ) from exc
+    import pydantic  # the first tool built loads it (see the module's top)
+
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for param in inspect.signature(fn).parameters.values():
