@@ -33,9 +33,12 @@ async def test_composite_routes_by_longest_prefix_and_keeps_full_paths() -> None
     assert found == ["/memories/deep/x.md", "/memories/prefs.md"]
     hits = await ok(backend, "grep", pattern="tabs|deep|tmp", output_mode="content")
     assert hits.text.split("\n") == [
-        "/memories/deep/x.md:1:deep",
-        "/memories/prefs.md:1:tabs",
-        "/scratch.txt:1:tmp",
+        "/memories/deep/x.md",
+        "1:deep",
+        "/memories/prefs.md",
+        "1:tabs",
+        "/scratch.txt",
+        "1:tmp",
     ]
 
 
@@ -73,7 +76,7 @@ def test_store_files_outlive_the_run() -> None:
     )
     agent.run("remember")
     result = agent.run("recall")
-    assert result.messages[2].results[0].text == "     1\tAda"  # type: ignore[union-attr]
+    assert result.messages[2].results[0].text == "1\tAda"  # type: ignore[union-attr]
     assert result.files == {}
 
 

@@ -113,7 +113,7 @@ async def test_grep_is_the_same_on_every_backend(tree: Path, args: dict[str, obj
 async def test_the_dialect_is_re2(tree: Path) -> None:
     backend = _in_memory(tree)
     literal = await call_tool(backend, "grep", pattern="a{,3}", output_mode="content")
-    assert literal.text == "/docs/regex.txt:1:aa{,3}"
+    assert literal.text == "/docs/regex.txt\n1:aa{,3}"
     refused = await call_tool(backend, "grep", pattern=r"(?<=foo)bar")
     assert refused.is_error
     assert "RE2 syntax, which has no lookbehind" in refused.text

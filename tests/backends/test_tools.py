@@ -41,9 +41,9 @@ async def test_write_then_read_with_line_numbers(setup: tuple[Backend, str]) -> 
     result = await ok(backend, "write_file", file_path=f"{d}/notes.md", content="one\ntwo\nthree\n")
     assert result.text == f"Wrote 14 bytes to {d}/notes.md."
     read = await ok(backend, "read_file", file_path=f"{d}/notes.md")
-    assert read.text == "     1\tone\n     2\ttwo\n     3\tthree"
+    assert read.text == "1\tone\n2\ttwo\n3\tthree"
     part = await ok(backend, "read_file", file_path=f"{d}/notes.md", offset=1, limit=1)
-    assert part.text == "     2\ttwo\n(lines 2-2 of 3; read on with offset=2)"
+    assert part.text == "2\ttwo\n(lines 2-2 of 3; read on with offset=2)"
 
 
 async def test_write_refuses_an_existing_file_and_points_to_edit(
@@ -54,7 +54,7 @@ async def test_write_refuses_an_existing_file_and_points_to_edit(
     error = await fails(backend, "write_file", file_path=f"{d}/a.txt", content="y")
     assert "already exists" in error
     assert "edit_file" in error
-    assert (await ok(backend, "read_file", file_path=f"{d}/a.txt")).text == "     1\tx"
+    assert (await ok(backend, "read_file", file_path=f"{d}/a.txt")).text == "1\tx"
 
 
 async def test_read_errors_are_readable(setup: tuple[Backend, str]) -> None:
@@ -144,9 +144,11 @@ async def test_grep_output_modes(setup: tuple[Backend, str]) -> None:
         backend, "grep", pattern="os", path=d, output_mode="content", ignore_case=True
     )
     assert content.text.split("\n") == [
-        f"{d}/a.py:1:import os",
-        f"{d}/a.py:3:print(os.name)",
-        f"{d}/b.txt:1:OS is fine",
+        f"{d}/a.py",
+        "1:import os",
+        "3:print(os.name)",
+        f"{d}/b.txt",
+        "1:OS is fine",
     ]
     count = await ok(backend, "grep", pattern="o", path=d, output_mode="count", glob="*.py")
     assert count.text == f"{d}/a.py:2"  # lines with a match, as grep -c counts
@@ -154,14 +156,15 @@ async def test_grep_output_modes(setup: tuple[Backend, str]) -> None:
         backend, "grep", pattern="x = 1", path=d, output_mode="content", context_lines=1
     )
     assert around.text.split("\n") == [
-        f"{d}/a.py-1-import os",
-        f"{d}/a.py:2:x = 1",
-        f"{d}/a.py-3-print(os.name)",
+        f"{d}/a.py",
+        "1-import os",
+        "2:x = 1",
+        "3-print(os.name)",
     ]
     literal = await ok(
         backend, "grep", pattern="os.name", literal=True, path=d, output_mode="content"
     )
-    assert literal.text == f"{d}/a.py:3:print(os.name)"
+    assert literal.text == f"{d}/a.py\n3:print(os.name)"
     assert "not a valid regular expression" in await fails(backend, "grep", pattern="(", path=d)
     assert "No matches" in (await ok(backend, "grep", pattern="zzz", path=d)).text
 
@@ -169,7 +172,7 @@ async def test_grep_output_modes(setup: tuple[Backend, str]) -> None:
 async def test_paths_are_cleaned_before_they_reach_the_backend(setup: tuple[Backend, str]) -> None:
     backend, d = setup
     await ok(backend, "write_file", file_path=f"{d[1:]}//x/./y.txt", content="ok")
-    assert (await ok(backend, "read_file", file_path=f"{d}/x/y.txt")).text == "     1\tok"
+    assert (await ok(backend, "read_file", file_path=f"{d}/x/y.txt")).text == "1\tok"
     assert "'..' is not allowed" in await fails(backend, "read_file", file_path=f"{d}/../etc")
 
 

@@ -82,7 +82,7 @@ def apply(files: dict[str, str], call: ToolCall) -> Expected:  # noqa: PLR0911
     if call.name == "read_file":
         if not text:
             return Expected(False, f"{path} is empty.")
-        numbered = [f"{n:>6}\t{line}" for n, line in enumerate(split_lines(text), start=1)]
+        numbered = [f"{n}\t{line}" for n, line in enumerate(split_lines(text), start=1)]
         return Expected(False, "\n".join(numbered))
     old, new = args["old_string"], args["new_string"]
     count = text.count(old)

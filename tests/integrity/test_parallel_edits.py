@@ -80,11 +80,11 @@ def test_three_parallel_edits_of_one_file_keep_all_three(kind: str, tmp_path: Pa
         results = tool_results(result)
         assert [r.is_error for r in results[1:4]] == [False, False, False]
         assert results[-1].text.split("\n")[:5] == [
-            "     1\tLINE 1",
-            "     2\tline 2",
-            "     3\tLINE 3",
-            "     4\tline 4",
-            "     5\tLINE 5",
+            "1\tLINE 1",
+            "2\tline 2",
+            "3\tLINE 3",
+            "4\tline 4",
+            "5\tLINE 5",
         ], attempt
 
 
@@ -112,7 +112,7 @@ def test_one_turn_writes_then_edits_then_reads_in_the_order_given(
     assert "No such file" in before.text
     assert wrote.text == f"Wrote {len(APP)} bytes to {path}."
     assert edited.text == f"Replaced 1 occurrence(s) in {path}."
-    assert after.text.startswith("     1\tline 1\n     2\tLINE 2")
+    assert after.text.startswith("1\tline 1\n2\tLINE 2")
     assert again.is_error
     assert "already exists" in again.text
     assert "/src/new.py" in listed.text

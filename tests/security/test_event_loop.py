@@ -140,7 +140,7 @@ async def test_numbers_from_the_model_cannot_blow_up_a_tool() -> None:
         backend, "grep", pattern="x", output_mode="content", context_lines=10**12
     )
     assert not around.is_error
-    assert around.text.startswith("/a.txt:1:x")
+    assert around.text.startswith("/a.txt\n1:x\n2:x")
     grown = await call_tool(
         backend,
         "edit_file",

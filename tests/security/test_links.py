@@ -115,7 +115,7 @@ async def test_a_public_file_hard_linked_into_a_denied_tree_is_refused(root: Pat
     assert "hard link to /secrets/copy.txt" in read.text
     os.unlink(root / "secrets" / "copy.txt")
     read = await call_tool(guarded, "read_file", file_path="/public/readme.txt")
-    assert read.text == "     1\thello"
+    assert read.text == "1\thello"
 
 
 async def test_a_write_to_a_hard_link_replaces_the_name_only(root: Path) -> None:
@@ -146,7 +146,7 @@ async def test_a_routed_directory_checks_hard_links_by_their_full_path(root: Pat
 
 async def test_without_rules_a_hard_link_reads_normally(root: Path) -> None:
     read = await call_tool(FilesystemBackend(root), "read_file", file_path="/hard.txt")
-    assert read.text == f"     1\t{SECRET}"
+    assert read.text == f"1\t{SECRET}"
 
 
 def test_an_agent_with_permissions_refuses_the_hard_link(root: Path) -> None:

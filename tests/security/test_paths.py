@@ -179,7 +179,7 @@ async def test_without_virtual_mode_paths_are_host_paths(layout: tuple[Path, Pat
     root, outside = layout
     backend = FilesystemBackend(root, virtual_mode=False)
     secret = await call_tool(backend, "read_file", file_path=str(outside / "secret.txt"))
-    assert secret.text == "     1\tTOP SECRET"  # the caller chose to give the whole machine
+    assert secret.text == "1\tTOP SECRET"  # the caller chose to give the whole machine
     through_link = await call_tool(backend, "read_file", file_path=str(root / "file_link"))
     assert "is a symbolic link to" in through_link.text  # still never followed
     listing = await call_tool(backend, "ls", path=str(outside))

@@ -1,6 +1,8 @@
 """Keeping a long run inside the model's input window.
 
-Before each model call the context is measured: the input tokens the provider reported
+Before each model call, stale tool results are masked (`tether.capabilities.masking`:
+old or superseded results of re-runnable tools are sent as short placeholders). Then the
+context is measured, as the model is sent it: the input tokens the provider reported
 for the last request, plus what was added since at the characters-per-token rate that
 report showed. Past `Compaction.trigger` of the window (85%) three things happen, each
 only if the one before did not bring the context back under the trigger:
@@ -25,15 +27,16 @@ import contextlib
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether import prompts
 from tether.backends.base import create
 from tether.backends.errors import BackendError
 from tether.capabilities.base import Capability
-from tether.errors import ConfigurationError
+from tether.capabilities.masking import Masking, ResultMasker, offloaded
+from tether.errors import ConfigurationError, describe
 from tether.events import Compacted
 from tether.messages import (
     AssistantMessage,
@@ -50,7 +53,10 @@ from tether.models.base import Model, ModelRequest, ModelResponse, ModelSettings
 from tether.models.prices import PriceBook
 from tether.state import RunState
 
-__all__ = ["Compaction", "ContextCompaction"]
+if TYPE_CHECKING:
+    from tether.tools.tool import Tool
+
+__all__ = ["Compaction", "ContextCompaction", "Masking"]
 
 HISTORY_DIR = "/conversation_history"
 _NAME_TRIES = 20  # numbers tried for a history file when others take them first
@@ -58,7 +64,7 @@ BINARY_CHARS = 6_400  # an image or document counts as about 1,600 tokens
 HARD_LIMIT = 0.95  # the share of the window a request may fill after every step above
 SUMMARY_SHARE = 0.25  # a summary longer than this share of the window is not used
 TRANSCRIPT_SHARE = 0.5  # the summary request's transcript fills at most this share
-_OFFLOADED_ARGS = {"write_file": ("content",), "edit_file": ("old_string", "new_string")}
+DEFAULT_MASKING = Masking()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,9 @@ class Compaction:
     unknown, compaction starts at `fallback_trigger_tokens` and keeps the last
     `fallback_keep_messages` messages. `summarize=False` drops old messages instead of
     asking the model for a summary. `model` writes the summaries instead of the agent's
-    own model: a cheaper one, say (a `Model` or a "provider:model" string).
+    own model: a cheaper one, say (a `Model` or a "provider:model" string). `masking`
+    says which old tool results are sent as placeholders (see `Masking`); None sends
+    every result whole until the history is compacted.
     """
 
     trigger: float = 0.85
@@ -80,6 +88,7 @@ class Compaction:
     fallback_keep_messages: int = 6
     summarize: bool = True
     model: Model | str | None = None
+    masking: Masking | None = DEFAULT_MASKING
 
     def __post_init__(self) -> None:
         if not 0 < self.keep < self.trigger <= 1:
@@ -91,6 +100,10 @@ class Compaction:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ConfigurationError(f"Compaction.{name} must be a positive integer")
+        if self.masking is not None and not isinstance(self.masking, Masking):
+            raise ConfigurationError(
+                f"Compaction.masking must be a Masking or None, got {describe(self.masking)}"
+            )
 
 
 @dataclass(slots=True)
@@ -170,20 +183,59 @@ class ContextCompaction(Capability):
         self.prices = prices
         self.offload_chars = None if offload_tokens is None else offload_tokens * 4
         self._fixed: tuple[object, str, int] | None = None
+        self._rerunnable: frozenset[str] = frozenset()
+        self._paths: dict[str, str] = {}
+
+    def know_tools(self, tools: Mapping[str, Tool]) -> None:
+        """The agent's tools: which may have their old results masked (read-only and
+        idempotent ones: a call gives the result again), and which argument names a path."""
+        self._rerunnable = frozenset(n for n, t in tools.items() if t.read_only and t.idempotent)
+        self._paths = {n: t.path_param for n, t in tools.items() if t.path_param}
 
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
         meter = state.data.get("context")
         if not isinstance(meter, _Meter):
             meter = state.data["context"] = _Meter(self._fixed_chars(request))
+        masker = self._masker(state)
         window = self._window
-        chars = meter.chars(state.messages)
+        sent = self._sent(state, meter, masker)
+        chars = meter.chars(sent)
         tokens = meter.to_tokens(chars)
-        if tokens > window.trigger or (window.size and tokens > window.size * HARD_LIMIT):
+        compacted = tokens > window.trigger or bool(
+            window.size and tokens > window.size * HARD_LIMIT
+        )
+        if compacted:
             await self._compact(state, meter, window, tokens)
-            request = replace(request, messages=tuple(state.messages))
-            chars = meter.chars(state.messages)
+            if masker is not None:
+                masker.reset()
+            meter.recount()
+            sent = self._sent(state, meter, masker)
+            chars = meter.chars(sent)
+        if masker is not None:
+            request = replace(request, messages=tuple(sent), stable_messages=masker.stable)
+        elif compacted:
+            request = replace(request, messages=tuple(sent))
         meter.pending_chars = chars
         return request
+
+    def _masker(self, state: RunState) -> ResultMasker | None:
+        masking = self.settings.masking
+        if masking is None or not self._rerunnable:
+            return None
+        masker = state.data.get("masking")
+        if not isinstance(masker, ResultMasker):
+            masker = state.data["masking"] = ResultMasker(masking, self._rerunnable, self._paths)
+        return masker
+
+    @staticmethod
+    def _sent(state: RunState, meter: _Meter, masker: ResultMasker | None) -> list[Message]:
+        """The history as the model is sent it: with stale results masked."""
+        if masker is None:
+            return state.messages
+        view, changed = masker.view(state.messages)
+        if changed:
+            meter.recount()
+        return view
 
     async def compact_now(self, state: RunState) -> None:
         """Make the history as small as it goes now, keeping the latest exchange: what a
@@ -356,26 +408,13 @@ def _offload_inputs(messages: list[Message], end: int, limit: int) -> bool:
         if not isinstance(message, AssistantMessage):
             continue
         parts = tuple(
-            _offloaded(p, limit) if isinstance(p, ToolCall) and p.id in succeeded else p
+            offloaded(p, limit) if isinstance(p, ToolCall) and p.id in succeeded else p
             for p in message.parts
         )
         if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
             messages[i] = replace(message, parts=parts)
             changed = True
     return changed
-
-
-def _offloaded(call: ToolCall, limit: int) -> ToolCall:
-    keys = _OFFLOADED_ARGS.get(call.name)
-    if keys is None or not isinstance(call.args, dict):
-        return call
-    args = dict(call.args)
-    path = args.get("file_path", "the file")
-    for key in keys:
-        value = args.get(key)
-        if isinstance(value, str) and len(value) > limit:
-            args[key] = prompts.render("offloaded_input", chars=len(value), path=path)
-    return call if args == call.args else replace(call, args=args)
 
 
 def _squeeze(messages: list[Message], meter: _Meter, limit: int, history: str | None) -> None:

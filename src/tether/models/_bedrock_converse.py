@@ -54,12 +54,16 @@ _DOCUMENTS = {
 }
 
 
-def converse_messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any]]:
+def converse_messages(
+    messages: Iterable[Message], *, cache: bool, stable: int = 0
+) -> list[dict[str, Any]]:
     """Converse messages: tool results go in user turns; turns of one role are merged.
-    Documents are numbered across the whole request: Bedrock refuses two of one name."""
+    Documents are numbered across the whole request: Bedrock refuses two of one name.
+    With `cache`, cache points go at the end and after the first `stable` messages."""
     out: list[dict[str, Any]] = []
     documents = itertools.count(1)
-    for message in messages:
+    stable_at: tuple[int, int] | None = None  # (entry, blocks before the point)
+    for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
             role, blocks = "assistant", _assistant_blocks(message)
         elif isinstance(message, ToolResultMessage):
@@ -80,10 +84,14 @@ def converse_messages(messages: Iterable[Message], *, cache: bool) -> list[dict[
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+        if index == stable - 1 and out[-1]["content"]:
+            stable_at = (len(out) - 1, len(out[-1]["content"]))
     for entry in out:
         if not entry["content"]:
             entry["content"] = [{"text": "(empty)"}]
     if cache and out:
+        if stable_at is not None and stable_at != (len(out) - 1, len(out[-1]["content"])):
+            out[stable_at[0]]["content"].insert(stable_at[1], CACHE_POINT)
         out[-1]["content"].append(CACHE_POINT)
     return out
 

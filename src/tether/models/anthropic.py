@@ -116,7 +116,7 @@ class AnthropicModel(_sdk.HTTPAdapter):
         params: dict[str, Any] = {
             "model": self._name,
             "max_tokens": settings.max_tokens or self.profile.max_output_tokens or 8_192,
-            "messages": _messages(request.messages, cache=cache),
+            "messages": _messages(request.messages, cache=cache, stable=request.stable_messages),
             "timeout": settings.timeout_seconds or self._timeout,
         }
         if request.system_prompt:
@@ -280,37 +280,45 @@ def _usage_fields(usage: Any) -> dict[str, Any]:
     return {f: getattr(usage, f) for f in fields if getattr(usage, f, None) is not None}
 
 
-def _messages(messages: Iterable[Message], *, cache: bool) -> list[dict[str, Any]]:
-    """Anthropic messages: tool results go in user turns; turns of one role are merged."""
+def _messages(messages: Iterable[Message], *, cache: bool, stable: int = 0) -> list[dict[str, Any]]:
+    """Anthropic messages: tool results go in user turns; turns of one role are merged.
+    With `cache`, breakpoints go on the last block and on the last block of the first
+    `stable` messages (the part later requests repeat even when they change what
+    follows)."""
     out: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            role, blocks = "assistant", _assistant_blocks(message)
-        elif isinstance(message, ToolResultMessage):
-            role = "user"
-            blocks = [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": r.call_id,
-                    "content": _content_blocks(r.content) or [{"type": "text", "text": "(empty)"}],
-                    "is_error": r.is_error,
-                }
-                for r in message.results
-            ]
-        else:
-            role, blocks = "user", _content_blocks(message.content)
+    stable_block: dict[str, Any] | None = None
+    for index, message in enumerate(messages):
+        role, blocks = _role_blocks(message)
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+        if index == stable - 1 and out[-1]["content"]:
+            stable_block = out[-1]["content"][-1]
     for entry in out:
         if not entry["content"]:
             entry["content"] = [{"type": "text", "text": "(empty)"}]
     if cache and out:
-        last = out[-1]["content"][-1]
-        if last["type"] not in ("thinking", "redacted_thinking"):
-            last["cache_control"] = _CACHE
+        for block in (stable_block, out[-1]["content"][-1]):
+            if block is not None and block["type"] not in ("thinking", "redacted_thinking"):
+                block["cache_control"] = _CACHE
     return out
+
+
+def _role_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(message, AssistantMessage):
+        return "assistant", _assistant_blocks(message)
+    if isinstance(message, ToolResultMessage):
+        return "user", [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": _content_blocks(r.content) or [{"type": "text", "text": "(empty)"}],
+                "is_error": r.is_error,
+            }
+            for r in message.results
+        ]
+    return "user", _content_blocks(message.content)
 
 
 def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:

@@ -48,6 +48,9 @@ class ModelRequest:
     agent has one. `force_output` is set once the model has failed to give that answer
     (or the budget is nearly spent): adapters then make the model answer, with native
     JSON-schema output or by forcing the tool, where the provider supports it.
+    `stable_messages` is how many leading messages the run's later requests will send
+    unchanged (0: not known): an adapter with prompt caching marks a cache point after
+    them, so a request that changes a message after them still reads them from the cache.
     """
 
     system_prompt: str
@@ -56,6 +59,7 @@ class ModelRequest:
     settings: ModelSettings = ModelSettings()
     output_tool: str | None = None
     force_output: bool = False
+    stable_messages: int = 0
 
     @property
     def output_spec(self) -> ToolSpec | None:

@@ -158,7 +158,9 @@ class BedrockModel(_sdk.HTTPAdapter):
         cache = self._cache and self.profile.supports_caching
         params: dict[str, Any] = {
             "modelId": self._name,
-            "messages": converse_messages(request.messages, cache=cache),
+            "messages": converse_messages(
+                request.messages, cache=cache, stable=request.stable_messages
+            ),
         }
         if request.system_prompt:
             params["system"] = [{"text": request.system_prompt}, *([CACHE_POINT] * cache)]

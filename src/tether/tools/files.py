@@ -146,7 +146,7 @@ async def read_file(
     numbered_lines: list[str] = []
     size = 0
     for n, line in enumerate(lines[offset : offset + limit], start=offset + 1):
-        numbered_lines.append(f"{n:>6}\t{_cut(line)}")
+        numbered_lines.append(f"{n}\t{_cut(line)}")
         size += len(numbered_lines[-1]) + 1
         if size > MAX_READ_CHARS:
             break
@@ -339,7 +339,8 @@ async def grep(
         pattern: Regular expression, or plain text when `literal` is true.
         path: Directory to search.
         glob: Only search files whose name or relative path matches, e.g. `*.py`.
-        output_mode: `files_with_matches` (paths), `content` (matching lines), or `count`.
+        output_mode: `files_with_matches` (paths), `content` (matching lines under each
+            file's path), or `count`.
         context_lines: Lines of context around each match, in `content` mode.
         literal: Treat the pattern as plain text.
         ignore_case: Match regardless of case.
@@ -378,30 +379,34 @@ def _sift(
 
 
 async def _content(backend: Backend, hits: Sequence[GrepHit], around: int) -> list[str]:
-    """`path:line:text` for matches and `path-line-text` for context, groups split by `--`."""
+    """Each file's path on a line of its own, then `N:text` for its matching lines and
+    `N-text` for context lines, with `--` where lines are skipped: the path is said once
+    per file, not on every line (the model reads these results again on every step)."""
     paths = list(dict.fromkeys(h.path for h in hits)) if around else []
     texts = {path: await backend.read(path) for path in paths}
     return await asyncio.to_thread(_content_lines, hits, texts, around)
 
 
 def _content_lines(hits: Sequence[GrepHit], texts: dict[str, bytes], around: int) -> list[str]:
-    if around == 0:
-        return [f"{h.path}:{h.line}:{_cut(h.text)}" for h in hits]
-    by_file: dict[str, set[int]] = {}
+    by_file: dict[str, dict[int, str]] = {}
     for hit in hits:
-        by_file.setdefault(hit.path, set()).add(hit.line)
+        by_file.setdefault(hit.path, {})[hit.line] = hit.text
     out: list[str] = []
     for path, matched in by_file.items():
+        out.append(path)
+        if around == 0:
+            out.extend(f"{n}:{_cut(text)}" for n, text in matched.items())
+            continue
         text = split_lines(texts[path].decode("utf-8", errors="replace"))
         last = len(text)  # `around` comes from the model: never loop past the file
         shown = sorted(
             {n for m in matched for n in range(max(1, m - around), min(last, m + around) + 1)}
         )
         for i, n in enumerate(shown):
-            if out and (i == 0 or n != shown[i - 1] + 1):
-                out.append("--")  # a gap, or the next file
+            if i and n != shown[i - 1] + 1:
+                out.append("--")  # lines skipped
             mark = ":" if n in matched else "-"
-            out.append(f"{path}{mark}{n}{mark}{_cut(text[n - 1])}")
+            out.append(f"{n}{mark}{_cut(text[n - 1])}")
     return out
 
 
