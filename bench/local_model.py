@@ -7,11 +7,14 @@ on the CPU), in a fresh folder holding `offline_requests.FILES`. It succeeds whe
 - read: the run completed, the answer holds the file's first line, nothing changed;
 - list: the run completed, the answer names everything in the top folder, nothing
   changed;
+- replace, append: the run completed, the named file holds exactly what the edit makes
+  of it, nothing else changed, and the answer names the file without declining;
 - decline: the answer says plainly that the offline model cannot do it, and nothing
   changed.
 The rate that counts is on the held-out phrasings, with its 95 % Wilson interval.
-Decoding is greedy, so a request always gives the same attempt. Writes
-bench/local_model.json.
+Decoding is greedy, so a request always gives the same attempt. With `all`, it also
+measures the first request of a fresh process (`local_first`, the median of three) and
+writes bench/local_model.json.
 
     .venv/bin/python bench/local_model.py [tuning|held-out|all]
 """
@@ -27,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from local_first import measure
 from offline_requests import FILES, Request, requests
 
 from tether import Limits, create_agent
@@ -92,7 +96,23 @@ def _listed(request: Request, answer: str, before: Files, after: Files, changed:
     return f"the answer misses {missing}" if missing else ""
 
 
-_CHECKS = {"write": _wrote, "read": _read, "list": _listed}
+def _edited(request: Request, answer: str, before: Files, after: Files, changed: set[str]) -> str:
+    if after.get(request.path) != request.content:
+        return f"{request.path} holds {after.get(request.path)!r}"
+    if changed != {request.path}:
+        return f"changed {sorted(changed)}"
+    if answer.startswith(CANNOT_DO):
+        return "declined, yet changed the file"
+    return "" if request.path in answer else "the answer does not name the file"
+
+
+_CHECKS = {
+    "write": _wrote,
+    "read": _read,
+    "list": _listed,
+    "replace": _edited,
+    "append": _edited,
+}
 
 
 async def attempt(request: Request) -> Attempt:
@@ -145,7 +165,7 @@ def summary(done: list[Attempt], split: str) -> dict[str, object]:
     kinds = {
         kind: f"{sum(a.ok for a in chosen if a.kind == kind)}/"
         f"{sum(1 for a in chosen if a.kind == kind)}"
-        for kind in ("write", "read", "list", "decline")
+        for kind in ("write", "read", "list", "replace", "append", "decline")
     }
     return {
         "requests": len(chosen),
@@ -159,10 +179,15 @@ def summary(done: list[Attempt], split: str) -> dict[str, object]:
 def main() -> None:
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
     chosen = [r for r in requests() if which in ("all", r.split)]
-    done = [asyncio.run(attempt(r)) for r in chosen]
-    for a in done:
+    done: list[Attempt] = []
+    for request in chosen:  # each printed as it ends: a whole run takes minutes
+        done.append(a := asyncio.run(attempt(request)))
         mark = "ok  " if a.ok else "FAIL"
-        print(f"{mark} {a.split:8} {a.kind:7} {a.request!r} {a.why}", file=sys.stderr)
+        print(
+            f"{mark} {a.split:8} {a.kind:7} {a.request!r} {a.why} ({a.seconds} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     steps = sum(a.steps for a in done)
     result = {
         split: summary(done, split)
@@ -171,7 +196,11 @@ def main() -> None:
     }
     result["seconds_per_step"] = round(sum(a.seconds for a in done) / max(steps, 1), 2)
     result["runs"] = [asdict(a) for a in done]  # type: ignore[assignment]
-    if which == "all":
+    if which == "all":  # the first request of a fresh process, as `tether` meets it
+        first = measure(3)
+        result["first_request_seconds"] = first["first_request_seconds"]
+        result["first_request_runs"] = first["runs"]
+        print(f"offline model, first request in a process: {first['first_request_seconds']} s")
         (HERE / "local_model.json").write_text(json.dumps(result, indent=2) + "\n")
     for split in ("held-out", "tuning"):
         if split in result:

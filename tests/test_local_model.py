@@ -19,6 +19,7 @@ from tether.messages import (
     ToolCall,
     ToolResult,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from tether.models import OFFLINE_NOTICE, ModelRequest, ToolSpec, default_model, infer_model, local
@@ -68,6 +69,9 @@ CHOSEN = [  # one or two of each kind, from both sets of phrasings
     "Show me all the files in the project.",
     "What does this project do? Answer in one sentence.",
     "Why is the sky blue?",
+    "in pets.txt, change cat to dog",
+    "add a line 'eggs' at the end of list.txt",
+    "delete old.txt",
 ]
 
 
@@ -229,8 +233,13 @@ def test_the_local_profile_gives_a_short_prompt_and_the_basic_file_tools() -> No
 
     agent = create_agent("local:smollm2", output_type=Answer)
     plan = agent._plan
-    assert [t.name for t in plan.tool_specs] == ["ls", "read_file", "write_file", "final_result"]
-    assert "edit_file" not in plan.system_prompt
+    assert [t.name for t in plan.tool_specs] == [
+        "ls",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "final_result",
+    ]
     assert "grep" not in plan.system_prompt
     assert "write_todos" not in plan.system_prompt
     assert len(plan.system_prompt) < 1_200
@@ -337,7 +346,6 @@ def test_the_command_says_not_done_and_exits_5_when_the_offline_model_declines(
     "request_text",
     [
         "delete old.txt",
-        "in pets.txt, change cat to dog",
         "Rename notes.txt to ideas.txt",
         "Remove the last line of todo.md",
         "Replace every tab in data.csv with a comma",
@@ -366,3 +374,201 @@ def test_a_quoted_text_or_a_file_name_that_says_fix_is_still_a_write(request_tex
 
     schema = _plain.schema(_plain.read(request_text), ["write_file"])
     assert [o["properties"]["action"]["const"] for o in schema["anyOf"]] == ["write", "decline"]
+
+
+# -- edits it can make exactly: read first, then edit_file ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_text", "edit"),
+    [
+        ("in pets.txt, change cat to dog", ("/pets.txt", "cat", "dog", False)),
+        ("replace X with Y in f.txt", ("/f.txt", "X", "Y", False)),
+        ("Could you swap 'a b' for 'c' in /f.txt?", ("/f.txt", "a b", "c", False)),
+        ('f.txt: change "go to bed" to "sleep"', ("/f.txt", "go to bed", "sleep", False)),
+        ("Change the word cat in pets.txt to dog", ("/pets.txt", "cat", "dog", False)),
+        ("Please change every cat to dog in pets.txt", ("/pets.txt", "cat", "dog", True)),
+        ("add a line 'eggs' at the end of list.txt", ("/list.txt", None, "eggs", False)),
+        ("Append eggs to list.txt.", ("/list.txt", None, "eggs", False)),
+        (
+            "Add a new line saying feed the cat at the bottom of todo.md",
+            ("/todo.md", None, "feed the cat", False),
+        ),
+        ('Put "x" on a new line at the end of f.txt', ("/f.txt", None, "x", False)),
+    ],
+)
+def test_an_edit_it_can_make_is_read_from_the_request(
+    request_text: str, edit: tuple[Any, ...]
+) -> None:
+    from tether.models import _plain
+    from tether.models._plain_edit import Edit
+
+    reading = _plain.read(request_text)
+    assert reading.edit == Edit(*edit)
+    schema = _plain.schema(reading, ["ls", "read_file", "write_file", "edit_file"])
+    offered = [o["properties"]["action"]["const"] for o in schema["anyOf"]]
+    assert offered == [reading.edit.action, "decline"]  # never a read or a write
+    # without edit_file (an agent that excluded it) it is declined
+    only_basic = _plain.schema(reading, ["ls", "read_file", "write_file"])
+    assert [o["properties"]["action"]["const"] for o in only_basic["anyOf"]] == ["decline"]
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "change go to bed to sleep in todo.md",  # which "to" splits it is a guess
+        "Replace every tab with a comma in data.csv",  # descriptions, not texts
+        "Add a period at the end of notes.txt",
+        "add a newline at the end of f.txt",
+        "add milk and bread at the end of list.txt",  # one line or two?
+        "Add the line 'x' at the top of f.txt",
+        "Why did you change cat to dog in pets.txt?",
+        "change cat to dog in pets.txt and animals.txt",
+        "replace cat in pets.txt with dog in b.txt",
+        "Change cat with dog in pets.txt",
+    ],
+)
+def test_an_edit_it_cannot_read_exactly_is_declined(request_text: str) -> None:
+    from tether.models import _plain
+
+    reading = _plain.read(request_text)
+    assert reading.edit is None
+    schema = _plain.schema(reading, ["ls", "read_file", "write_file", "edit_file"])
+    assert [o["properties"]["action"]["const"] for o in schema["anyOf"]] == ["decline"]
+
+
+def numbered(text: str) -> str:
+    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(text.split("\n"), 1))
+
+
+@pytest.mark.parametrize(
+    ("edit", "file", "call"),
+    [
+        # once as a word: the word alone
+        (("/p", "cat", "dog"), "a cat\nfish", {"old_string": "cat", "new_string": "dog"}),
+        # once as a word, once inside "category": the line that holds the word
+        (
+            ("/p", "cat", "dog"),
+            "a cat named Tom\nthe category: pets",
+            {"old_string": "a cat named Tom", "new_string": "a dog named Tom"},
+        ),
+        (
+            ("/p", "cat", "dog", True),
+            "cat\ncat food",
+            {"old_string": "cat", "new_string": "dog", "replace_all": True},
+        ),
+        # a backslash in the new text is put as it is
+        (("/p", "a", r"b\1"), "x a y", {"old_string": "a", "new_string": r"b\1"}),
+        # appended after the last line, unique and not blank; CRLF lines stay CRLF
+        (("/l", None, "eggs"), "milk\nbread", {"old_string": "bread", "new_string": "bread\neggs"}),
+        (
+            ("/l", None, "eggs"),
+            "bread\nmilk\nbread",
+            {"old_string": "milk\nbread", "new_string": "milk\nbread\neggs"},
+        ),
+        (("/l", None, "eggs"), "milk\n", {"old_string": "milk\n", "new_string": "milk\n\neggs"}),
+        (("/l", None, "x"), "a\r\nb\r", {"old_string": "b\r", "new_string": "b\r\nx\r"}),
+    ],
+)
+def test_an_edit_is_worked_out_from_what_the_read_showed(
+    edit: tuple[Any, ...], file: str, call: dict[str, Any]
+) -> None:
+    from tether.models._plain_edit import Edit, after_read
+
+    made = after_read(Edit(*edit), numbered(file), "c1")
+    assert made == ToolCall("edit_file", {"file_path": edit[0], **call}, id="c1")
+
+
+@pytest.mark.parametrize(
+    ("edit", "shown", "reason"),
+    [
+        (("/p", "cat", "dog"), numbered("a dog"), '"cat" is not in /p'),
+        (("/p", "cat", "dog"), numbered("concatenate"), "only inside other words"),
+        (("/p", "cat", "dog"), numbered("cat\ncat"), "occurs 2 times"),
+        (("/p", "cat", "dog", True), numbered("cat\ncats cat"), "part of other words"),
+        (("/p", "cat", "dog"), numbered("a cat\na cat\ncategory"), "occurs 2 times"),
+        (("/p", "cat", "dog"), numbered("cat\ncat x") + "\n(lines 1-2 of 900; read on)", "whole"),
+        (("/p", "cat", "dog"), "     1\tcat... [line cut: 5 more characters]", "whole"),
+        (("/l", None, "x"), "/l is empty.", "no line to add one after"),
+        (("/l", None, "x"), numbered("\n "), "no line to add one after"),
+    ],
+)
+def test_an_edit_that_cannot_be_made_exactly_is_not_made(
+    edit: tuple[Any, ...], shown: str, reason: str
+) -> None:
+    from tether.models._plain_edit import Edit, after_read
+
+    made = after_read(Edit(*edit), shown, "c1")
+    assert isinstance(made, str)
+    assert reason in made
+
+
+async def test_an_edit_is_read_first_then_made_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether import Limits
+    from tether.backends import FilesystemBackend
+
+    async def choose(self: Any, text: str, schema: dict[str, Any]) -> tuple[str, Any]:
+        first = schema["anyOf"][0]["properties"]  # what a model that does it would pick
+        choice = {k: v.get("const", v.get("enum", [None])[0]) for k, v in first.items()}
+        return json.dumps(choice), Usage(1, 1, requests=1)
+
+    monkeypatch.setattr(local.LocalModel, "_choose", choose)
+    (tmp_path / "pets.txt").write_text("a cat named Tom\nthe category: pets\n")
+    (tmp_path / "list.txt").write_text("milk\r\nbread\r\n")
+
+    def agent() -> Any:
+        backend = FilesystemBackend(tmp_path)
+        return create_agent(
+            "local:smollm2", backend=backend, limits=Limits(max_steps=4), checkpointer=None
+        )
+
+    replaced = await agent().arun("in pets.txt, change cat to dog")
+    assert (tmp_path / "pets.txt").read_text() == "a dog named Tom\nthe category: pets\n"
+    assert replaced.output == 'Changed "cat" to "dog" in /pets.txt.'
+    assert [c.name for m in replaced.messages for c in getattr(m, "tool_calls", [])] == [
+        "read_file",
+        "edit_file",
+    ]
+    added = await agent().arun("add a line 'eggs' at the end of list.txt")
+    assert (tmp_path / "list.txt").read_bytes() == b"milk\r\nbread\r\neggs\r\n"
+    assert added.output == 'Added the line "eggs" at the end of /list.txt.'
+    absent = await agent().arun("in list.txt, change cheese to ham")
+    assert absent.output == (f'{local.CANNOT_DO} "cheese" is not in /list.txt, so nothing changed.')
+    assert (tmp_path / "list.txt").read_bytes() == b"milk\r\nbread\r\neggs\r\n"
+    missing = await agent().arun("in gone.txt, change x to y")
+    assert missing.output.startswith("read_file failed")
+    assert not (tmp_path / "gone.txt").exists()
+
+
+def test_the_choice_prompt_holds_only_the_actions_offered() -> None:
+    from tether.models import _plain
+
+    short = _plain.prompt(["read", "decline"])
+    assert "- read:" in short
+    assert '{"action": "read", "file": "/todo.md"}' in short
+    assert "- write:" not in short
+    assert "replace" not in short
+    assert len(short) < len(_plain.prompt()) / 2  # what a first request spends its time on
+    every = _plain.prompt()
+    assert all(f"- {a}:" in every for a in ("write", "read", "list", "replace", "append"))
+
+
+def test_the_engine_runs_one_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mistralrs", None)  # stop before loading anything
+    path = str(local.LocalModel().path)
+    for given, used in ((None, local.THREADS), ("3", "3")):
+        if given is None:  # set first, so that the variable is restored as it was
+            monkeypatch.setenv("RAYON_NUM_THREADS", "0")
+            monkeypatch.delenv("RAYON_NUM_THREADS")
+        else:
+            monkeypatch.setenv("RAYON_NUM_THREADS", given)
+        local._runner.cache_clear()
+        try:
+            with pytest.raises(ConfigurationError):
+                local._runner(path)
+        finally:
+            local._runner.cache_clear()
+        assert __import__("os").environ["RAYON_NUM_THREADS"] == used
+    assert local.THREADS == "1"

@@ -28,14 +28,15 @@ Example. Task: Call write_file with file_path /plan.txt and content "Step one", 
 Replies, one per turn:
 {"tool": "write_file", "args": {"file_path": "/plan.txt", "content": "Step one"}}
 {"tool": "finish", "args": {"answer": "Done."}}""",
-    excluded_tools=frozenset({"edit_file", "glob", "grep"}),
+    excluded_tools=frozenset({"glob", "grep"}),
     excluded_capabilities=frozenset({"Todos", "Subagents", "LocalContext"}),
 )
 """Tiny on-device models (`local:`): a short prompt with one worked example (a 135M
 model copies an example far better than it follows a rule; its answer says nothing a
-copy could make untrue), the basic file tools, and no planning or delegation it cannot
-use. With only those tools, the offline model reads plain requests its own way (see
-`tether.models._plain`) and this prompt is not sent."""
+copy could make untrue), the basic file tools (`edit_file` for the edits it makes
+exactly), and no planning or delegation it cannot use. With only those tools, the
+offline model reads plain requests its own way (see `tether.models._plain`) and this
+prompt is not sent."""
 
 
 def register() -> None:

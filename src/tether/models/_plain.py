@@ -6,7 +6,9 @@ trusted to report what happened. So the harness reads the request for the file n
 and texts it holds, the model only chooses the action and which of those names and
 texts it is about (constrained decoding: it cannot invent one), and once the tool has
 run, the answer is written from the tool's result. It cannot claim what it did not do,
-and what it cannot do (a question, an explanation) it declines in plain words.
+and what it cannot do (a question, an explanation) it declines in plain words. A
+replacement or an added line it can make exactly is read first and then made with
+`edit_file` (see `_plain_edit`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from tether.models import _plain_edit
+from tether.models._plain_edit import Edit
 
-__all__ = ["CANNOT_DO", "Reading", "answer", "applies", "call_of", "declined", "prompt", "read"]
+__all__ = [
+    "CANNOT_DO",
+    "Reading",
+    "answer",
+    "applies",
+    "call_of",
+    "declined",
+    "next_step",
+    "prompt",
+    "read",
+]
 
 CANNOT_DO = "The offline model cannot do this."
 """How every answer the offline model declines to give begins."""
 
-WRITE, READ, LIST = "write_file", "read_file", "ls"
-_TOOLS = frozenset({WRITE, READ, LIST, "execute"})
+WRITE, READ, LIST, EDIT = "write_file", "read_file", "ls", "edit_file"
+_TOOLS = frozenset({WRITE, READ, LIST, EDIT, "execute"})
 
 _QUOTED = re.compile(
     r"\"([^\"]+)\"|(?<![\w])'([^']+)'(?![\w])|\u201c([^\u201d]+)\u201d|\u2018([^\u2019]+)\u2019"
@@ -56,11 +70,14 @@ _LISTING = re.compile(
     r"\b(?:list|ls|files|folder|directory|directories|what'?s here|what is here)\b",
     re.IGNORECASE,
 )
-# Asks to change or remove what a file holds, which the offline model cannot do: it is
-# offered only to decline (showing the file, or writing over it, is no answer to these).
+# Asks to change or remove what a file holds: showing the file, or writing over it, is
+# no answer to these. Only an edit `_plain_edit` reads exactly is offered; the rest are
+# declined.
 _CHANGING = re.compile(
     r"\b(?:delete|remove|erase|rename|move|copy|change|replace|edit|modify|update|append|"
-    r"insert|fix|rewrite|swap|truncate)\b",
+    r"insert|fix|rewrite|swap|truncate|substitute)\b"
+    r"|\b(?:add|put|write|type|place)\b.*\b(?:at|to|on)\s+the\s+(?:very\s+)?"
+    r"(?:end|bottom|top|beginning|start)\b",
     re.IGNORECASE,
 )
 _ENDING = " .!?,;:"
@@ -71,13 +88,15 @@ MAX_REQUEST_CHARS = 2_000
 @dataclass(frozen=True)
 class Reading:
     """What a request could ask of the file tools: the file names and the texts it holds
-    (each a choice the model may make), whether it speaks of listing, and whether it asks
-    to change or remove a file's content (which the offline model cannot do)."""
+    (each a choice the model may make), whether it speaks of listing, whether it asks
+    to change or remove a file's content, and the edit it asks for when that is one the
+    offline model can make exactly."""
 
     paths: tuple[str, ...]
     texts: tuple[str, ...]
     listing: bool
     changing: bool = False
+    edit: Edit | None = None
 
 
 def applies(tools: Sequence[str]) -> bool:
@@ -98,11 +117,13 @@ def read(request: str) -> Reading:
     paths += [q for q in quoted if _PATH.fullmatch(q.strip())]
     texts = [q for q in quoted if not _PATH.fullmatch(q.strip())]
     texts += _unquoted_texts(request, paths)
+    edit = _plain_edit.edit_of(request, _PATH, _QUOTED)
     return Reading(
         tuple(_unique("/" + p.strip().lstrip("/") for p in paths)),
         tuple(_unique(t for t in (t.strip() for t in texts) if t and t not in paths)),
         bool(_LISTING.search(request)),
-        _asks_to_change(request),
+        edit is not None or _asks_to_change(request),
+        edit,
     )
 
 
@@ -134,36 +155,62 @@ def _unique(items: Any) -> list[str]:
     return list(seen)
 
 
-def prompt() -> str:
-    """The system prompt of the choice: the actions, and one example of each."""
-    return """\
-Turn the request into one action on files, or decline it.
-Actions:
-- write: save the given text in the named file.
-- read: show what the named file says.
-- list: list the files.
-- decline: anything else (a question, a greeting, an explanation, a change to code).
-Examples:
-Request: Save 'call mom' in reminders.txt
-{"action": "write", "file": "/reminders.txt", "text": "call mom"}
-Request: What does todo.md say?
-{"action": "read", "file": "/todo.md"}
-Request: Which files are here?
-{"action": "list"}
-Request: How do I fix this bug?
-{"action": "decline"}
-Reply with one JSON object."""
+_ACTIONS = {  # each action: what it does, an example request and the reply to it
+    "write": (
+        "save the given text in the named file.",
+        "Save 'call mom' in reminders.txt",
+        '{"action": "write", "file": "/reminders.txt", "text": "call mom"}',
+    ),
+    "read": (
+        "show what the named file says.",
+        "What does todo.md say?",
+        '{"action": "read", "file": "/todo.md"}',
+    ),
+    "list": ("list the files.", "Which files are here?", '{"action": "list"}'),
+    "replace": (
+        "change a given text to another in the named file.",
+        "Replace 'red' with 'blue' in colors.txt",
+        '{"action": "replace", "file": "/colors.txt"}',
+    ),
+    "append": (
+        "add a given line at the end of the named file.",
+        "Add the line 'bread' at the end of shopping.txt",
+        '{"action": "append", "file": "/shopping.txt"}',
+    ),
+    "decline": (
+        "anything else (a question, a greeting, an explanation, a change to code).",
+        "How do I fix this bug?",
+        '{"action": "decline"}',
+    ),
+}
+
+
+def prompt(actions: Sequence[str] = tuple(_ACTIONS)) -> str:
+    """The system prompt of the choice: the actions offered, and one example of each.
+    Only those offered: the prompt is most of what the model reads, and reading it is
+    most of the time a first request takes on a CPU."""
+    offered = [a for a in _ACTIONS if a in actions]
+    lines = ["Turn the request into one action on files, or decline it.", "Actions:"]
+    lines += [f"- {a}: {_ACTIONS[a][0]}" for a in offered]
+    lines.append("Examples:")
+    for action in offered:
+        lines += [f"Request: {_ACTIONS[action][1]}", _ACTIONS[action][2]]
+    lines.append("Reply with one JSON object.")
+    return "\n".join(lines)
 
 
 def schema(reading: Reading, tools: Sequence[str]) -> dict[str, Any]:
     """The replies the model may give for `reading`: an action the request holds what it
     needs for (a write needs a file and a text, a read a file, a list a word for it),
-    with the file and text among the request's own; or declining, the only reply to a
-    request to change or remove what a file holds."""
+    with the file and text among the request's own; or declining. A request to change
+    or remove what a file holds is offered only the edit read from it, if any."""
     options: list[dict[str, Any]] = []
     files = {"enum": list(reading.paths)}
     if reading.changing:
-        return {"anyOf": [_action("decline")]}
+        edit = reading.edit
+        if edit is not None and READ in tools and EDIT in tools:
+            options.append(_action(edit.action, file={"enum": [edit.path]}))
+        return {"anyOf": [*options, _action("decline")]}
     if WRITE in tools and reading.paths and reading.texts:
         options.append(_action("write", file=files, text={"enum": list(reading.texts)}))
     if READ in tools and reading.paths:
@@ -192,27 +239,47 @@ def call_of(reply: str, call_id: str) -> ToolCall | None:
         return None
     if action == "write":
         return ToolCall(WRITE, {"file_path": choice["file"], "content": choice["text"]}, call_id)
-    if action == "read":
+    if action in ("read", "replace", "append"):  # an edit reads the file first
         return ToolCall(READ, {"file_path": choice["file"]}, call_id)
     if action == "list":
         return ToolCall(LIST, {"path": "/"}, call_id)
     return None
 
 
-def task(messages: Sequence[Message]) -> tuple[str, ToolCall | None, str | None, bool]:
-    """The request (the last user message), the call made for it and its result (if
-    any yet), and whether the result was an error."""
+Done = tuple[ToolCall, str, bool]
+"""A call made for the request, its result's text, and whether it failed."""
+
+
+def task(messages: Sequence[Message]) -> tuple[str, list[Done]]:
+    """The request (the last user message) and the calls made for it that have a result
+    yet, in order."""
     start = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
     request = messages[start].text if start >= 0 else ""  # type: ignore[union-attr]
-    call: ToolCall | None = None
+    calls: dict[str, ToolCall] = {}
+    done: list[Done] = []
     for message in messages[start + 1 :]:
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            call = message.tool_calls[0]
-        elif isinstance(message, ToolResultMessage) and call is not None:
+        if isinstance(message, AssistantMessage):
+            calls.update((c.id, c) for c in message.tool_calls[:1])
+        elif isinstance(message, ToolResultMessage):
             for result in message.results:
-                if result.call_id == call.id:
-                    return request, call, result.text, result.is_error
-    return request, call, None, False
+                if result.call_id in calls:
+                    done.append((calls.pop(result.call_id), result.text, result.is_error))
+    return request, done
+
+
+def next_step(reading: Reading, done: Sequence[Done], call_id: str) -> ToolCall | str:
+    """After the calls `done` for the request read as `reading`: the next call (the edit
+    after its file was read), or the final answer, written from what the tools did."""
+    call, result, failed = done[-1]
+    edit = reading.edit
+    if failed or edit is None or not reading.changing:
+        return answer(call, result, failed)
+    if call.name == READ and len(done) == 1:
+        step = _plain_edit.after_read(edit, result, call_id)
+        return step if isinstance(step, ToolCall) else f"{CANNOT_DO} {step}, so nothing changed."
+    if call.name == EDIT:
+        return _plain_edit.done(edit)
+    return answer(call, result, failed)
 
 
 def answer(call: ToolCall, result: str, failed: bool) -> str:

