@@ -163,7 +163,7 @@ def test_large_file_writes_are_offloaded_before_anything_is_summarized() -> None
     offloaded = [c for c in calls if c.name == "write_file" and c.args["content"] != big]
     assert offloaded
     assert offloaded[0].args["content"] == (
-        "[3300 characters, saved to /src/module1.py; read the file to see them]"
+        "[3300 characters written to /src/module1.py; read the file for what it holds now]"
     )
     assert result.files["/src/module1.py"] == big.encode()
     assert watcher.largest <= 4_000

@@ -81,7 +81,7 @@ def assemble(options: AgentOptions) -> Agent[Any]:
     )
     for capability in plan.before_model:
         if isinstance(capability, ContextCompaction):  # it masks results by their tool
-            capability.know_tools(plan.tools)
+            capability.know_tools(plan.tools, gated=plan.approvals)
     checkpointer = options.approvals.checkpointer
     if plan.waits and checkpointer is None:
         raise ConfigurationError(

@@ -13,6 +13,7 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +49,17 @@ class SqliteDatabase:
         self._worker = Worker(f"tether-sqlite-{component}")
         self._checkpointed = 0  # the connection's total_changes at the last checkpoint
         self._checkpointing: threading.Thread | None = None
+        self._checkpoint_due = threading.Event()  # more to copy than the running one saw
+        self._absolute = ""  # the file, as it was named when it was opened
+        _OPEN.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's lock may be held and its connection is not
+        ours to use (SQLite forbids carrying one across fork); start afresh."""
+        self._lock = threading.Lock()
+        self._connection = None
+        self._checkpointing = None
+        self._checkpointed = 0
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work(connection)` on the database's worker thread, alone on the connection."""
@@ -70,19 +82,43 @@ class SqliteDatabase:
         changed rows. SQLite's own checkpoints run inside the commit that crosses 1,000
         pages, and their two fsyncs (tens of ms on a busy disk) fell on a run's step;
         a checkpoint changes nothing about what is durable, only where it is kept."""
-        if self.path == ":memory:" or db.total_changes - self._checkpointed < _CHECKPOINT_ROWS:
+        if self.path == ":memory:":
             return
-        if self._checkpointing is not None and self._checkpointing.is_alive():
+        rows = db.total_changes - self._checkpointed
+        wal = _wal_bytes(self._absolute)
+        if wal >= _CHECKPOINT_BYTES * 4:  # writes outran the background: copy it here
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._checkpointed = db.total_changes
+            return
+        if rows < _CHECKPOINT_ROWS and wal < _CHECKPOINT_BYTES:
             return
         self._checkpointed = db.total_changes
+        self._checkpoint_due.set()
+        if self._checkpointing is not None and self._checkpointing.is_alive():
+            return  # it goes round once more
         self._checkpointing = threading.Thread(
-            target=_checkpoint, args=(self.path,), name="tether-sqlite-checkpoint", daemon=True
+            target=_checkpoints,
+            args=(self._absolute, self._checkpoint_due),
+            name="tether-sqlite-checkpoint",
+            daemon=True,
         )
-        self._checkpointing.start()
+        try:
+            self._checkpointing.start()
+        except RuntimeError:  # no thread to be had: the next write tries again
+            self._checkpointing = None
+
+    def wait_for_checkpoints(self) -> None:
+        """Block until the WAL copies asked for so far are done (for tests and close)."""
+        running = self._checkpointing
+        if running is not None:
+            running.join()
 
     def close(self) -> None:
+        """Close the connection, after the checkpoint running now (it never waits for a
+        lock, so this is bounded). Blocking: call it off the event loop."""
         with self._lock:
-            if self._checkpointing is not None:  # bounded: a checkpoint never waits
+            if self._checkpointing is not None:
                 self._checkpointing.join()
                 self._checkpointing = None
             if self._connection is not None:
@@ -95,6 +131,7 @@ class SqliteDatabase:
             return self._connection
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._absolute = str(Path(self.path).absolute())  # a later chdir moves nothing
         db = sqlite3.connect(
             self.path,
             timeout=self.busy_timeout_seconds,
@@ -106,6 +143,7 @@ class SqliteDatabase:
             _wal(db, self.busy_timeout_seconds)
             db.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process
             db.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoint_now_and_then
+            db.execute(f"PRAGMA journal_size_limit={_CHECKPOINT_BYTES * 2}")  # WAL cut back
             with transaction(db):
                 self._migrate(db)
         except BaseException:
@@ -197,18 +235,51 @@ class SqliteDatabase:
 
 _CHECKPOINT_ROWS = 256
 """Rows changed between two checkpoints: about SQLite's default of 1,000 pages for the
-records of a step (a few pages a commit)."""
+records of a step (a few pages a commit)..."""
+_CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""...or this much in the WAL, whichever comes first: SQLite's default, for big records."""
+_CHECKPOINT_TRIES = 20  # a PASSIVE checkpoint that a busy writer kept from finishing
+
+_OPEN: weakref.WeakSet[SqliteDatabase] = weakref.WeakSet()
 
 
-def _checkpoint(path: str) -> None:
-    """Copy what the WAL holds into the database file, as far as readers let it (PASSIVE
-    waits for no lock), on a connection of its own."""
+def _after_fork() -> None:
+    for database in list(_OPEN):
+        database._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _wal_bytes(path: str) -> int:
     try:
-        existing = Path(path).absolute().as_uri() + "?mode=rw"  # never makes a file
+        return os.stat(path + "-wal").st_size
+    except OSError:
+        return 0
+
+
+def _checkpoints(path: str, due: threading.Event) -> None:
+    """Copy what the WAL holds into the database file, on a connection of its own, for
+    as long as more is due. PASSIVE waits for no lock: a copy that a writer kept from
+    finishing is tried again a little later."""
+    while due.is_set():
+        due.clear()
+        for _ in range(_CHECKPOINT_TRIES):
+            if _checkpoint(path):
+                break
+            time.sleep(0.01)
+
+
+def _checkpoint(path: str) -> bool:
+    """One PASSIVE checkpoint; whether it copied the whole WAL."""
+    try:
+        existing = Path(path).as_uri() + "?mode=rw"  # never makes a file
         with contextlib.closing(sqlite3.connect(existing, uri=True, isolation_level=None)) as db:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error:  # the next one tries again; the writer reports what is broken
-        pass
+            _busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            return bool(copied >= frames)
+    except (sqlite3.Error, ValueError):  # the writer reports what is broken
+        return True
 
 
 def _wal(db: sqlite3.Connection, patience: float) -> None:
@@ -275,29 +346,54 @@ class Worker:
         with self._state:
             self._jobs.append(job)
             if self._wake is None:
-                self._wake = os.pipe()
-                os.set_blocking(self._wake[1], False)
-                threading.Thread(
-                    target=self._serve, args=self._wake, name=self.name, daemon=True
-                ).start()
+                wake = os.pipe()
+                os.set_blocking(wake[1], False)
+                try:
+                    threading.Thread(
+                        target=self._serve, args=wake, name=self.name, daemon=True
+                    ).start()
+                except BaseException:  # no thread: this job fails now, the next tries again
+                    self._jobs.remove(job)
+                    os.close(wake[0])
+                    os.close(wake[1])
+                    raise
+                self._wake = wake
                 return
             with contextlib.suppress(BlockingIOError):  # full: it has wake-ups enough
                 os.write(self._wake[1], b"\0")
 
     def _serve(self, wake: int, waker: int) -> None:
+        try:
+            self._serve_jobs(wake)
+        except BaseException as error:  # never leave callers waiting on a dead thread
+            with self._state:
+                failed, self._jobs = self._jobs, collections.deque()
+                if self._wake == (wake, waker):
+                    self._wake = None
+            for _, loop, future in failed:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_settle, future, error, True)
+            raise
+        finally:
+            if self._wake != (wake, waker):
+                for fd in (wake, waker):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _serve_jobs(self, wake: int) -> None:
         jobs = self._jobs
+        waiting = select.poll()  # not select(): it fails on a descriptor past 1023
+        waiting.register(wake, select.POLLIN)
         while True:
             while jobs:
                 _do(*jobs.popleft())
-            if select.select([wake], [], [], self.idle_seconds)[0]:
+            if waiting.poll(self.idle_seconds * 1000):
                 os.read(wake, 4096)
                 continue
             with self._state:  # idle: end, unless work came in just now
                 if jobs:
                     continue
                 self._wake = None
-                os.close(wake)
-                os.close(waker)
                 return
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "from_json",
     "new_call_id",
     "own_calls",
+    "shared_prefix",
     "to_json",
     "valid_unicode",
 ]
@@ -267,6 +268,22 @@ def own_calls(message: AssistantMessage, ids: Sequence[str] = ()) -> AssistantMe
     return replace(message, parts=tuple(owned(p) for p in message.parts))
 
 
+def shared_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
+    """How many leading messages `new` has in common with `old`: the messages of a
+    request that a step only grew or changed near its end are compared a block at a
+    time, in C, and by identity first (they are the same objects)."""
+    n = min(len(old), len(new))
+    if old[:n] == new[:n]:
+        return n
+    block = 64
+    start = 0
+    while start + block <= n and old[start : start + block] == new[start : start + block]:
+        start += block
+    while start < n and (old[start] is new[start] or old[start] == new[start]):
+        start += 1
+    return start
+
+
 class OnTheWire:
     """Messages as a model's server must see them: each tool call, and the result that
     answers it, under the id that server gave the call (`provider_id`) where it gave one.
@@ -282,12 +299,10 @@ class OnTheWire:
 
     def __call__(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         messages = tuple(messages)
-        known = len(self._seen)
-        # Compared in C, by identity first: the messages of the last call are the same objects.
-        if messages[:known] == self._seen:
-            sent = self._sent_so_far + tuple(self._sent(m) for m in messages[known:])
-        else:  # rewritten (a compaction): all again
-            sent = tuple(self._sent(m) for m in messages)
+        # Only what changed since the last call (what it added, or rewrote: a compaction,
+        # or results sent as placeholders) is looked at again.
+        known = shared_prefix(self._seen, messages)
+        sent = self._sent_so_far[:known] + tuple(self._sent(m) for m in messages[known:])
         self._seen, self._sent_so_far = messages, sent
         return sent
 

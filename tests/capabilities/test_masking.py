@@ -96,7 +96,7 @@ def test_old_file_contents_in_writes_become_pointers_unless_the_write_failed() -
         turn(messages, read(f"/f{n}.py", n), f"contents of file {n} " * 5)
         view, _ = masker.view(messages)
     calls = [p for m in view if isinstance(m, AssistantMessage) for p in m.tool_calls]
-    assert "saved to /new.py" in calls[0].args["content"]
+    assert "written to /new.py" in calls[0].args["content"]
     assert calls[1].args["content"] == "b" * 100
 
 

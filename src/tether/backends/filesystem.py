@@ -374,9 +374,14 @@ class FilesystemBackend:
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
         path = clean(path)
         text = ripgrep.literal_text(pattern, literal=literal, ignore_case=ignore_case)
-        if text is not None:  # ripgrep lists the files that hold it, in parallel, confined
+        # ripgrep lists the files that hold it, in parallel, confined. Not under rules:
+        # it would read the files they deny (how far it reads tells what they hold).
+        if text is not None and self.admits is None:
             named = await ripgrep.search(
-                functools.partial(self.host.open_dir, path), text, ignore_case=ignore_case
+                functools.partial(self.host.open_dir, path),
+                text,
+                ignore_case=ignore_case,
+                max_bytes=self.max_file_bytes,
             )
             if named is not None:
                 return await asyncio.to_thread(self._grep_named, regex, path, named)

@@ -27,7 +27,7 @@ import contextlib
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,7 +35,7 @@ from tether import prompts
 from tether.backends.base import create
 from tether.backends.errors import BackendError
 from tether.capabilities.base import Capability
-from tether.capabilities.masking import Masking, ResultMasker, offloaded
+from tether.capabilities.masking import Masking, ResultMasker, offloaded, rereadable
 from tether.errors import ConfigurationError, describe
 from tether.events import Compacted
 from tether.messages import (
@@ -123,7 +123,9 @@ class _Meter:
         self.fixed = fixed_chars
         self.counted = 0
         self.last: Message | None = None
+        self.sizes: list[int] = []  # of each message counted
         self.message_chars = 0
+        self.changed_from: int | None = None
         self.chars_per_token = 4.0
         self.reported: tuple[int, int] | None = None  # (chars sent, tokens reported)
         self.pending_chars: int | None = None
@@ -131,20 +133,26 @@ class _Meter:
 
     def chars(self, messages: Sequence[Message]) -> int:
         """Characters of a request with `messages`; only new messages are counted when
-        the list grew by appending."""
+        the list grew by appending (and those from `recount`'s `start` on)."""
         counted = self.counted
-        if counted > len(messages) or (counted and messages[counted - 1] is not self.last):
-            counted, self.message_chars = 0, 0
-        self.message_chars += sum(message_chars(m) for m in messages[counted:])
+        if self.changed_from is not None:
+            counted, self.changed_from = min(counted, self.changed_from, len(messages)), None
+        elif counted > len(messages) or (counted and messages[counted - 1] is not self.last):
+            counted = 0
+        self.message_chars -= sum(self.sizes[counted:])
+        del self.sizes[counted:]
+        self.sizes += (message_chars(m) for m in messages[counted:])
+        self.message_chars += sum(self.sizes[counted:])
         self.counted, self.last = len(messages), (messages[-1] if messages else None)
         return self.fixed + self.message_chars
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return self.to_tokens(self.chars(messages))
 
-    def recount(self) -> None:
-        """Count every message again at the next call: the history was rewritten."""
-        self.counted, self.last, self.message_chars = 0, None, 0
+    def recount(self, start: int = 0) -> None:
+        """Count the messages from `start` on again at the next call: they were
+        rewritten (all of them by default)."""
+        self.changed_from = start if self.changed_from is None else min(start, self.changed_from)
 
     def to_tokens(self, chars: int) -> int:
         """Tokens for a request of `chars`: the last report plus the change since."""
@@ -185,12 +193,16 @@ class ContextCompaction(Capability):
         self._fixed: tuple[object, str, int] | None = None
         self._rerunnable: frozenset[str] = frozenset()
         self._paths: dict[str, str] = {}
+        self._gated: frozenset[str] = frozenset()
 
-    def know_tools(self, tools: Mapping[str, Tool]) -> None:
-        """The agent's tools: which may have their old results masked (read-only and
-        idempotent ones: a call gives the result again), and which argument names a path."""
-        self._rerunnable = frozenset(n for n, t in tools.items() if t.read_only and t.idempotent)
+    def know_tools(self, tools: Mapping[str, Tool], gated: Iterable[str] = ()) -> None:
+        """The agent's tools, and those a person may answer for (`interrupt_on`): which
+        may have their old results masked (the file tools that read: calling one again
+        shows the files as they are), and which argument names a path."""
+        readers = rereadable()
+        self._rerunnable = frozenset(n for n, t in tools.items() if t.function in readers)
         self._paths = {n: t.path_param for n, t in tools.items() if t.path_param}
+        self._gated = frozenset(gated)
 
     async def before_model(self, state: RunState, request: ModelRequest) -> ModelRequest:
         meter = state.data.get("context")
@@ -205,11 +217,15 @@ class ContextCompaction(Capability):
             window.size and tokens > window.size * HARD_LIMIT
         )
         if compacted:
-            await self._compact(state, meter, window, tokens)
-            if masker is not None:
-                masker.reset()
-            meter.recount()
-            sent = self._sent(state, meter, masker)
+
+            def resent() -> list[Message]:  # the history was rewritten in place
+                if masker is not None:
+                    masker.reset()
+                meter.recount()
+                return self._sent(state, meter, masker)
+
+            await self._compact(state, meter, window, tokens, lambda: meter.tokens(resent()))
+            sent = resent()
             chars = meter.chars(sent)
         if masker is not None:
             request = replace(request, messages=tuple(sent), stable_messages=masker.stable)
@@ -224,7 +240,8 @@ class ContextCompaction(Capability):
             return None
         masker = state.data.get("masking")
         if not isinstance(masker, ResultMasker):
-            masker = state.data["masking"] = ResultMasker(masking, self._rerunnable, self._paths)
+            masker = ResultMasker(masking, self._rerunnable, self._paths, self._gated)
+            state.data["masking"] = masker
         return masker
 
     @staticmethod
@@ -233,8 +250,8 @@ class ContextCompaction(Capability):
         if masker is None:
             return state.messages
         view, changed = masker.view(state.messages)
-        if changed:
-            meter.recount()
+        if changed is not None:
+            meter.recount(changed)
         return view
 
     async def compact_now(self, state: RunState) -> None:
@@ -276,25 +293,39 @@ class ContextCompaction(Capability):
         return _Window(size, int(size * settings.trigger), int(size * settings.keep), 0)
 
     async def _compact(
-        self, state: RunState, meter: _Meter, window: _Window, before: int, *, force: bool = False
+        self,
+        state: RunState,
+        meter: _Meter,
+        window: _Window,
+        before: int,
+        measure: Callable[[], int] | None = None,
+        *,
+        force: bool = False,
     ) -> None:
+        """Makes the history smaller, a step at a time; `measure` gives the tokens it
+        will be sent as after each step (with stale results masked)."""
         messages = state.messages
+
+        def measured() -> int:
+            if measure is not None:
+                return measure()
+            meter.recount()
+            return meter.tokens(messages)
+
         cut = _cut(messages, meter, window)
         how: Literal["offload", "summary", "truncate"] | None = None
         history = None
         tokens = before
         if self.offload_chars is not None and _offload_inputs(messages, cut, self.offload_chars):
-            meter.recount()
-            tokens, how = meter.tokens(messages), "offload"
+            tokens, how = measured(), "offload"
         if (force or tokens > window.trigger) and cut > 0:
             history = await self._save_history(state, messages[:cut])
             head, how = await self._head(state, meter, window, messages[:cut], history)
             messages[:] = [head, *messages[cut:]]
-            meter.recount()
-            tokens = meter.tokens(messages)
+            tokens = measured()
         if window.size is not None and tokens > window.size * HARD_LIMIT:
             _squeeze(messages, meter, int(window.size * HARD_LIMIT), history)
-            squeezed = meter.tokens(messages)
+            squeezed = measured()
             if squeezed < tokens:
                 tokens, how = squeezed, "truncate"
         if how is None:

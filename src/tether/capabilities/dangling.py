@@ -33,16 +33,19 @@ def repair_dangling_calls(messages: list[Message]) -> list[Message]:
         index += 1
         if not isinstance(message, AssistantMessage) or not message.tool_calls:
             continue
-        known: dict[str, ToolResult] = {}
+        known: dict[str, list[ToolResult]] = {}  # a list: ids from outside may repeat
         if index < len(messages) and isinstance(messages[index], ToolResultMessage):
             following = messages[index]
             assert isinstance(following, ToolResultMessage)
-            known = {result.call_id: result for result in following.results}
+            for result in following.results:
+                known.setdefault(result.call_id, []).append(result)
             index += 1
         repaired.append(
             ToolResultMessage(
                 tuple(
-                    known.get(call.id) or ToolResult.of(call, CANCELLED, is_error=True)
+                    known[call.id].pop(0)
+                    if known.get(call.id)
+                    else ToolResult.of(call, CANCELLED, is_error=True)
                     for call in message.tool_calls
                 )
             )

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tether import prompts
 from tether.backends.errors import BackendError
@@ -40,11 +41,13 @@ from tether.messages import (
     ToolResult,
     ToolResultMessage,
 )
+from tether.tools import files
 
-__all__ = ["Masking", "ResultMasker", "offloaded"]
+__all__ = ["Masking", "ResultMasker", "offloaded", "rereadable"]
 
 _WORTH = 0.5  # a batch clears at least this share of the live results' size
-_OFFLOADED_ARGS = {"write_file": ("content",), "edit_file": ("old_string", "new_string")}
+# What a write put in its file. Not an edit's `old_string`: the file no longer holds it.
+_OFFLOADED_ARGS = {"write_file": ("content",), "edit_file": ("new_string",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class _Held:
     """A result the model is sent whole, and could be sent as a placeholder."""
 
     index: int  # of its ToolResultMessage in the history
+    slot: int  # its place among that message's results
     call: ToolCall
     chars: int
     text: str
@@ -82,23 +86,26 @@ class _Held:
 
 @dataclass(slots=True)
 class _Progress:
-    """What a masker knows of the history it has seen so far."""
+    """What a masker knows of the history it has seen so far. Results are known by a
+    number of their own, not by call id: ids from outside may repeat."""
 
     seen: int = 0
     last: Message | None = None
     view: list[Message] = field(default_factory=list)
     turn: int = 0
-    calls: dict[str, ToolCall] = field(default_factory=dict)  # not answered yet
-    held: dict[str, _Held] = field(default_factory=dict)  # by call id
-    latest: dict[str, str] = field(default_factory=dict)  # call key -> call id
-    by_path: dict[str, set[str]] = field(default_factory=dict)  # file -> call ids
-    ages: deque[tuple[int, str]] = field(default_factory=deque)
+    calls: dict[str, ToolCall | None] = field(default_factory=dict)  # None: id given twice
+    numbers: int = 0
+    held: dict[int, _Held] = field(default_factory=dict)  # in the order they came
+    latest: dict[str, int] = field(default_factory=dict)  # call key -> held number
+    by_path: dict[str, set[int]] = field(default_factory=dict)  # file -> held numbers
+    ages: deque[tuple[int, int]] = field(default_factory=deque)  # (turn, held number)
     inputs: deque[tuple[int, int, int]] = field(default_factory=deque)  # turn, index, chars
     stale_inputs: list[int] = field(default_factory=list)  # indexes of assistant messages
     failed: set[str] = field(default_factory=set)  # write and edit calls that failed
     stale_chars: int = 0
     live_chars: int = 0  # of held results not stale yet
     mark: int = 0  # `ResultMasker.stable`
+    changed_from: int | None = None  # the first message the last batch changed
 
 
 class ResultMasker:
@@ -106,20 +113,27 @@ class ResultMasker:
     work of a step is in proportion to what the step added, not to the history.
 
     `rerunnable` names the tools whose results may be masked; `paths` gives, for each
-    tool that names a file, the argument that names it.
+    tool that names a file, the argument that names it; `gated` names tools a person may
+    answer for (`Respond`): their results and contents are never taken for the tool's.
     """
 
     def __init__(
-        self, settings: Masking, rerunnable: frozenset[str], paths: Mapping[str, str]
+        self,
+        settings: Masking,
+        rerunnable: frozenset[str],
+        paths: Mapping[str, str],
+        gated: frozenset[str] = frozenset(),
     ) -> None:
         self.settings = settings
-        self.rerunnable = rerunnable
+        self.rerunnable = rerunnable - gated
         self.paths = paths
+        self.gated = gated
         self._s = _Progress()
 
-    def view(self, messages: Sequence[Message]) -> tuple[list[Message], bool]:
-        """What the model is sent for `messages`, and whether messages it was sent
-        before have changed (a batch was masked, or the history was rewritten)."""
+    def view(self, messages: Sequence[Message]) -> tuple[list[Message], int | None]:
+        """What the model is sent for `messages`, and the first message it was sent
+        before that has changed since (a batch was masked, or the history rewritten:
+        0), or None when the view only grew."""
         s = self._s
         rewritten = s.seen > len(messages) or bool(s.seen and messages[s.seen - 1] is not s.last)
         if rewritten:
@@ -134,8 +148,8 @@ class ResultMasker:
         # A batch costs a fresh cache write of what follows its first result: worth it
         # once what it clears is big, and big next to the live results after it.
         worth = s.stale_chars >= max(self.settings.batch_tokens * 4, s.live_chars * _WORTH)
-        masked = worth and self._mask()
-        return s.view, rewritten or masked
+        changed = self._mask() if worth else None
+        return s.view, 0 if rewritten else changed
 
     @property
     def stable(self) -> int:
@@ -162,54 +176,56 @@ class ResultMasker:
         self._s = _Progress()
 
     def _take(self, index: int, message: Message) -> Message:
+        s = self._s
         if isinstance(message, AssistantMessage):
-            self._s.turn += 1
-            limit = self.settings.min_chars
+            s.turn += 1
+            s.calls = {}
             saved = 0
             for call in message.tool_calls:
-                self._s.calls[call.id] = call
-                shorter = offloaded(call, limit)
-                if shorter is not call:
+                s.calls[call.id] = None if call.id in s.calls else call
+                if call.name not in self.gated:
+                    shorter = offloaded(call, self.settings.min_chars)
                     saved += len(json.dumps(call.args)) - len(json.dumps(shorter.args))
             if saved > 0:
-                self._s.inputs.append((self._s.turn, index, saved))
+                s.inputs.append((s.turn, index, saved))
             return message
         if not isinstance(message, ToolResultMessage):
             return message
-        results = tuple(self._result(index, r) for r in message.results)
+        results = tuple(self._result(index, slot, r) for slot, r in enumerate(message.results))
         if all(new is old for new, old in zip(results, message.results, strict=True)):
             return message
         return ToolResultMessage(results)
 
-    def _result(self, index: int, result: ToolResult) -> ToolResult:
-        call = self._s.calls.pop(result.call_id, None)
-        if call is None or result.is_error:
-            if call is not None and call.name in _OFFLOADED_ARGS:
-                self._s.failed.add(call.id)  # the file does not hold what it wrote
+    def _result(self, index: int, slot: int, result: ToolResult) -> ToolResult:
+        s = self._s
+        call = s.calls.get(result.call_id)
+        if call is None:
+            return result  # not this turn's, or its id names two calls: leave it be
+        if result.is_error:
+            if call.name in _OFFLOADED_ARGS:
+                s.failed.add(call.id)  # the file does not hold what it wrote
             return result
         key = _key(call)
         path = self._path(call)
-        latest = self._s.held.get(self._s.latest.get(key, ""))
-        if latest is not None and not latest.stale and result.text == latest.text:
-            latest.turn = self._s.turn  # the same text again: it stays current
-            self._s.ages.append((self._s.turn, latest.call.id))
+        latest = s.held.get(s.latest.get(key, -1))
+        textual = all(isinstance(p, TextPart) for p in result.content)
+        if latest is not None and not latest.stale and textual and result.text == latest.text:
+            latest.turn = s.turn  # the same text again: it stays current
+            s.ages.append((s.turn, s.latest[key]))
             return _replaced(result, prompts.text("result_repeated"))
         if latest is not None:
             self._make_stale(latest)
         if path is not None and call.name not in self.rerunnable:
-            for held_id in self._s.by_path.pop(path, ()):  # the file changed
-                self._make_stale(self._s.held[held_id])
-        if (
-            call.name in self.rerunnable
-            and len(result.text) >= self.settings.min_chars
-            and all(isinstance(p, TextPart) for p in result.content)
-        ):
-            self._s.held[call.id] = _Held(index, call, len(result.text), result.text, self._s.turn)
-            self._s.live_chars += len(result.text)
-            self._s.latest[key] = call.id
-            self._s.ages.append((self._s.turn, call.id))
+            for number in s.by_path.pop(path, ()):  # the file changed
+                self._make_stale(s.held[number])
+        if call.name in self.rerunnable and textual and len(result.text) >= self.settings.min_chars:
+            number = s.numbers = s.numbers + 1
+            s.held[number] = _Held(index, slot, call, len(result.text), result.text, s.turn)
+            s.live_chars += len(result.text)
+            s.latest[key] = number
+            s.ages.append((s.turn, number))
             if path is not None:
-                self._s.by_path.setdefault(path, set()).add(call.id)
+                s.by_path.setdefault(path, set()).add(number)
         return result
 
     def _path(self, call: ToolCall) -> str | None:
@@ -223,17 +239,18 @@ class ResultMasker:
 
     def _age(self) -> None:
         """Makes stale the results that have been kept `keep_turns` turns."""
-        ages, oldest = self._s.ages, self._s.turn - self.settings.keep_turns
+        s = self._s
+        ages, oldest = s.ages, s.turn - self.settings.keep_turns
         while ages and ages[0][0] <= oldest:
-            turn, call_id = ages.popleft()
-            held = self._s.held.get(call_id)
+            turn, number = ages.popleft()
+            held = s.held.get(number)
             if held is not None and held.turn == turn:  # not repeated since
                 self._make_stale(held)
-        inputs = self._s.inputs
+        inputs = s.inputs
         while inputs and inputs[0][0] <= oldest:
             _, index, saved = inputs.popleft()
-            self._s.stale_inputs.append(index)
-            self._s.stale_chars += saved
+            s.stale_inputs.append(index)
+            s.stale_chars += saved
 
     def _make_stale(self, held: _Held) -> None:
         if not held.stale:
@@ -241,43 +258,45 @@ class ResultMasker:
             self._s.stale_chars += held.chars
             self._s.live_chars -= held.chars
 
-    def _mask(self) -> bool:
+    def _mask(self) -> int | None:
         """Sends every stale result as a placeholder, and every stale write's content
-        as a pointer to its file, from now on."""
+        as a pointer to its file, from now on; the first message changed, if any."""
         s = self._s
         # A result of the newest turn is sent whole at least once, even if a call of
         # the same turn superseded it: the model has not seen it yet.
-        stale = [h for h in s.held.values() if h.stale and h.turn < s.turn]
+        stale = [n for n, h in s.held.items() if h.stale and h.turn < s.turn]
         waiting = sum(h.chars for h in s.held.values() if h.stale and h.turn == s.turn)
-        by_message: dict[int, dict[str, _Held]] = {}
-        for held in stale:
-            by_message.setdefault(held.index, {})[held.call.id] = held
-            del s.held[held.call.id]
+        by_message: dict[int, dict[int, ToolCall]] = {}
+        for number in stale:
+            held = s.held.pop(number)
+            by_message.setdefault(held.index, {})[held.slot] = held.call
         for index, cleared in by_message.items():
             message = s.view[index]
             assert isinstance(message, ToolResultMessage)
             s.view[index] = ToolResultMessage(
                 tuple(
-                    _placeholder(r, cleared[r.call_id].call) if r.call_id in cleared else r
-                    for r in message.results
+                    _placeholder(r, cleared[slot]) if slot in cleared else r
+                    for slot, r in enumerate(message.results)
                 )
             )
         for index in s.stale_inputs:
             message = s.view[index]
             assert isinstance(message, AssistantMessage)
             s.view[index] = self._offloaded(message)
-        s.latest = {key: i for key, i in s.latest.items() if i in s.held}
-        s.by_path = {p: kept for p, ids in s.by_path.items() if (kept := ids & s.held.keys())}
-        changed = bool(stale or s.stale_inputs)
+        s.latest = {key: n for key, n in s.latest.items() if n in s.held}
+        s.by_path = {p: kept for p, ns in s.by_path.items() if (kept := ns & s.held.keys())}
+        first = min([*by_message, *s.stale_inputs], default=None)
         s.stale_inputs, s.stale_chars = [], waiting
-        return changed
+        return first
 
     def _offloaded(self, message: AssistantMessage) -> AssistantMessage:
         """`message` with the file contents of its successful writes and edits replaced
         by pointers to the files: the model reads the file to see them."""
-        limit, failed = self.settings.min_chars, self._s.failed
+        limit, failed, gated = self.settings.min_chars, self._s.failed, self.gated
         parts = tuple(
-            offloaded(p, limit) if isinstance(p, ToolCall) and p.id not in failed else p
+            offloaded(p, limit)
+            if isinstance(p, ToolCall) and p.id not in failed and p.name not in gated
+            else p
             for p in message.parts
         )
         return replace(message, parts=parts)
@@ -300,7 +319,7 @@ def _placeholder(result: ToolResult, call: ToolCall) -> ToolResult:
 def offloaded(call: ToolCall, limit: int) -> ToolCall:
     """`call` with each file content in its arguments longer than `limit` characters
     replaced by a pointer to the file it was written to (a `write_file`'s content, an
-    `edit_file`'s texts); `call` itself when there is none."""
+    `edit_file`'s new text); `call` itself when there is none."""
     keys = _OFFLOADED_ARGS.get(call.name)
     if keys is None or not isinstance(call.args, dict):
         return call
@@ -311,3 +330,11 @@ def offloaded(call: ToolCall, limit: int) -> ToolCall:
         if isinstance(value, str) and len(value) > limit:
             args[key] = prompts.render("offloaded_input", chars=len(value), path=path)
     return call if args == call.args else replace(call, args=args)
+
+
+def rereadable() -> frozenset[Callable[..., Any]]:
+    """The functions of the tools whose old results may be masked: the file tools that
+    read (`ls`, `read_file`, `glob`, `grep`). Called again, each shows the files as they
+    are then. A tool of your own, even read-only and idempotent, may not give its result
+    again (a queue, a search, a clock), so none is masked."""
+    return frozenset({files.ls, files.read_file, files.glob, files.grep})

@@ -8,6 +8,7 @@ so SQLite's write lock makes them atomic across processes.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sqlite3
@@ -147,7 +148,7 @@ class SqliteCheckpointer:
         return await self.db.run(remove)
 
     async def close(self) -> None:
-        self.db.close()
+        await asyncio.to_thread(self.db.close)  # it waits for a write in flight
 
 
 _HEAD = (  # the lease's holder and the last seq, in one statement

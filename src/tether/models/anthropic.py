@@ -6,8 +6,10 @@ model = AnthropicModel("claude-sonnet-5-5")      # key from ANTHROPIC_API_KEY
 ```
 
 Every request streams (the SDK refuses long non-streamed requests). Prompt caching is
-on by default: breakpoints go on the system prompt, the last tool and the latest turn,
-so each step re-reads the conversation so far from the cache.
+on by default: breakpoints go on the system prompt, the last tool, the latest turn and
+the end of the part of the history no later request will change (`stable_messages`),
+so each step re-reads the conversation so far from the cache, even a step that sends
+old tool results as placeholders.
 """
 
 from __future__ import annotations

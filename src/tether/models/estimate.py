@@ -16,6 +16,7 @@ from tether.messages import (
     ThinkingPart,
     ToolCall,
     UserMessage,
+    shared_prefix,
 )
 from tether.models.base import ModelRequest
 
@@ -40,22 +41,24 @@ def part_chars(part: AssistantPart | TextPart | BinaryPart) -> int:
 class InputEstimate:
     """Estimates input tokens, counting each message once as the conversation grows.
 
-    A conversation usually grows by appending, so when a request starts with all the
-    messages of the last one, only the new messages are counted; any other change
-    (history trimmed or rewritten, even in the middle) is counted from scratch.
+    A conversation usually grows by appending, or changes near its end, so only the
+    messages after those it shares with the last request are counted again.
     """
 
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
+        self._sizes: list[int] = []
         self._chars = 0
 
     def tokens(self, request: ModelRequest) -> int:
-        known, messages = self._messages, request.messages
-        # Equal prefixes compare element by element, by identity first: fast in C.
-        extends = known and len(messages) >= len(known) and messages[: len(known)] == known
-        start, chars = (len(known), self._chars) if extends else (0, 0)
-        chars += sum(message_chars(m) for m in messages[start:])
-        self._messages, self._chars = messages, chars
+        messages = request.messages
+        start = shared_prefix(self._messages, messages)
+        self._chars -= sum(self._sizes[start:])
+        del self._sizes[start:]
+        self._sizes += (message_chars(m) for m in messages[start:])
+        self._chars += sum(self._sizes[start:])
+        chars = self._chars
+        self._messages = messages
         fixed = len(request.system_prompt) + sum(
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
         )

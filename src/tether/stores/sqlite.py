@@ -3,6 +3,7 @@ several processes (WAL mode). It can share one file with the checkpointer."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -95,4 +96,4 @@ class SqliteStore:
         return await self.db.run(read)
 
     async def close(self) -> None:
-        self.db.close()
+        await asyncio.to_thread(self.db.close)  # it waits for a write in flight

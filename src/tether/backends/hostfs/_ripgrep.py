@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
 import subprocess
@@ -115,6 +116,51 @@ def _find() -> _Ripgrep | None:
     return found if probe == (1, b"") else None
 
 
+_collection = threading.Lock()
+_quiet = 0  # threads restricted now
+_was_enabled = False
+
+
+def _no_collection() -> None:
+    """Turn the garbage collector off while a restricted thread lives: a collection runs
+    on whichever thread allocates, with any object's finalizer, which must not run
+    where it can write nothing (a temporary directory's cleanup would fail there)."""
+    global _quiet, _was_enabled
+    with _collection:
+        if _quiet == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _quiet += 1
+
+
+def _collection_again() -> None:
+    global _quiet
+    with _collection:
+        _quiet -= 1
+        if _quiet == 0 and _was_enabled:
+            gc.enable()
+
+
+def _start_restricted(body: Callable[[], None]) -> threading.Thread:
+    """`body` on a new thread, which it restricts. No garbage is collected from before
+    it starts until it has ended (a thread that waits for it turns collection on again):
+    a collection runs on whichever thread allocates, and the thread's own teardown does."""
+    thread = threading.Thread(target=body, name="tether-rg", daemon=True)
+    _no_collection()
+    try:
+        thread.start()
+    except BaseException:
+        _collection_again()
+        raise
+    threading.Thread(target=_collect_after, args=(thread,), daemon=True).start()
+    return thread
+
+
+def _collect_after(thread: threading.Thread) -> None:
+    thread.join()  # returns once the thread has run its last Python code
+    _collection_again()
+
+
 class _Stop:
     """Stops a confined rg from another thread: now, or before it starts."""
 
@@ -136,9 +182,7 @@ def _confined(
     """rg's exit status and output, run beneath `directory` in a thread made for it and
     restricted first; None when it could not run or was stopped."""
     out: list[tuple[int, bytes] | None] = [None]
-    thread = threading.Thread(target=_run, args=(rg, directory, args, stop, out), daemon=True)
-    thread.start()
-    thread.join()
+    _start_restricted(lambda: _run(rg, directory, args, stop, out)).join()
     return out[0]
 
 
@@ -180,10 +224,12 @@ def _run(
             os.close(fd)
 
 
-async def search(open_dir: Callable[[], int], text: str, *, ignore_case: bool) -> list[str] | None:
-    """The paths (relative to the directory `open_dir` opens) of the files beneath it
-    where rg finds `text` on a line, or None when rg is not there, not confined, failed
-    or ran past `SEARCH_SECONDS`. Cancelled, it stops rg."""
+async def search(
+    open_dir: Callable[[], int], text: str, *, ignore_case: bool, max_bytes: int
+) -> list[str] | None:
+    """The paths (relative to the directory `open_dir` opens) of the files beneath it,
+    of at most `max_bytes`, where rg finds `text` on a line; None when rg is not there,
+    not confined, failed or ran past `SEARCH_SECONDS`. Cancelled, it stops rg."""
     rg = _found if _looked else await asyncio.to_thread(_ripgrep)
     if rg is None:
         return None
@@ -204,9 +250,9 @@ async def search(open_dir: Callable[[], int], text: str, *, ignore_case: bool) -
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(_settle, finished, out[0])
 
-    flags = ["--ignore-case"] if ignore_case else []
+    flags = [f"--max-filesize={max_bytes}", *(["--ignore-case"] if ignore_case else [])]
     stop = _Stop()
-    threading.Thread(target=body, daemon=True).start()  # a new thread: it will be restricted
+    _start_restricted(body)
     try:
         done = await asyncio.wait_for(asyncio.shield(finished), SEARCH_SECONDS)
     except TimeoutError:
