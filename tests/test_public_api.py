@@ -162,6 +162,7 @@ def test_importing_create_agent_and_tool_loads_only_the_plain_data_they_name() -
     assert {m for m in loaded if m.split(".")[0] == "tether"} <= {
         "tether",
         "tether._create",
+        "tether._lazy",
         "tether._version",
         "tether.errors",
         "tether.events",

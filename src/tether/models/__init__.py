@@ -13,8 +13,9 @@ raises a `ModelError` naming the URL, the provider's request id and the retries 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tether._lazy import lazy_names
 
 if TYPE_CHECKING:
     from tether.models._sdk import MAX_RETRY_WAIT_SECONDS
@@ -82,14 +83,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tether.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"tether.models.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, globals(), _HOMES)

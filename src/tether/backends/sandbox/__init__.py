@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tether._lazy import lazy_names
 
 if TYPE_CHECKING:
     from tether.backends.sandbox.base import ExecResult, SandboxBackend
@@ -28,14 +29,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tether.backends.sandbox' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"tether.backends.sandbox.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, globals(), _HOMES)
