@@ -267,7 +267,7 @@ class ContextCompaction(Capability):
         """The system prompt and tool specs in characters: the same objects in every run
         of an agent, so they are measured once."""
         known = self._fixed
-        if known is not None and known[0] is request.tools and known[1] is request.system_prompt:
+        if known is not None and known[0] == request.tools and known[1] == request.system_prompt:
             return known[2]
         chars = len(request.system_prompt) + sum(_spec_chars(t) for t in request.tools)
         self._fixed = (request.tools, request.system_prompt, chars)

@@ -183,9 +183,10 @@ class ResultMasker:
             saved = 0
             for call in message.tool_calls:
                 s.calls[call.id] = None if call.id in s.calls else call
-                if call.name not in self.gated:
+                if call.name in _OFFLOADED_ARGS and call.name not in self.gated:
                     shorter = offloaded(call, self.settings.min_chars)
-                    saved += len(json.dumps(call.args)) - len(json.dumps(shorter.args))
+                    if shorter is not call:
+                        saved += len(json.dumps(call.args)) - len(json.dumps(shorter.args))
             if saved > 0:
                 s.inputs.append((s.turn, index, saved))
             return message

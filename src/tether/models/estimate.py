@@ -46,6 +46,7 @@ class InputEstimate:
     """
 
     def __init__(self) -> None:
+        self._fixed: tuple[object, str, int] | None = None
         self._messages: tuple[Message, ...] = ()
         self._sizes: list[int] = []
         self._chars = 0
@@ -59,10 +60,22 @@ class InputEstimate:
         self._chars += sum(self._sizes[start:])
         chars = self._chars
         self._messages = messages
-        fixed = len(request.system_prompt) + sum(
-            len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
-        )
+        fixed = self._fixed_chars(request)
         return max(1, math.ceil((fixed + chars) / CHARS_PER_TOKEN))
+
+    def _fixed_chars(self, request: ModelRequest) -> int:
+        """The system prompt and the tools: the same objects at every step of a run (in
+        a new tuple: compared element by element, by identity first), so measured once."""
+        known = self._fixed
+        if known is None or known[0] != request.tools or known[1] != request.system_prompt:
+            known = self._fixed = (request.tools, request.system_prompt, _fixed_chars_of(request))
+        return known[2]
+
+
+def _fixed_chars_of(request: ModelRequest) -> int:
+    return len(request.system_prompt) + sum(
+        len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools
+    )
 
 
 def message_chars(message: Message) -> int:
