@@ -31,6 +31,7 @@ def postgres_url() -> str:
         db.execute(
             "DROP TABLE IF EXISTS tether_records, tether_leases, tether_store, tether_schema"
         )
+        db.execute("DROP FUNCTION IF EXISTS tether_append")
     return url
 
 

@@ -5,23 +5,26 @@ input estimate a run keeps for a model that reports no usage."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tether import StorageError, ThreadBusyError, create_agent, tool
 from tether._sqlite import SqliteDatabase, Worker
-from tether.checkpoint.base import Checkpointer
+from tether.checkpoint.base import Checkpointer, Record
 from tether.checkpoint.lease import here
 from tether.checkpoint.postgres import PostgresCheckpointer
 from tether.checkpoint.sqlite import SqliteCheckpointer
 from tether.errors import UsageEstimatedWarning
-from tether.messages import AssistantMessage, Message, TextPart, ToolCall
-from tether.models import ModelRequest, ModelResponse, estimate
+from tether.messages import AssistantMessage, Message, TextPart, ToolCall, ToolResultMessage
+from tether.models import FunctionModel, ModelRequest, ModelResponse, estimate
+from tether.models.scripted import Turn
 
 from .conftest import postgres_url
 
@@ -228,3 +231,134 @@ def test_sqlite_database_runs_work_on_its_own_worker_thread(tmp_path: Path) -> N
     ident = asyncio.run(database.run(lambda db: threading.get_ident()))
     assert ident != threading.get_ident()
     database.close()
+
+
+class _Counting(SqliteCheckpointer):
+    """Keeps the kinds of the records of each append."""
+
+    def __init__(self, path: Path, fail_on: str | None = None) -> None:
+        super().__init__(path)
+        self.appends: list[list[str]] = []
+        self.fail_on = fail_on
+
+    async def append(
+        self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
+    ) -> None:
+        kinds = [str(r["t"]) for r in records]
+        self.appends.append(kinds)
+        if self.fail_on in kinds:
+            self.fail_on = None
+            raise StorageError("the disk is full", database="test")
+        await super().append(thread_id, records, holder=holder)
+
+
+def _records(path: Path, thread_id: str) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = db.execute(
+            "SELECT body FROM tether_records WHERE thread_id = ? ORDER BY seq", (thread_id,)
+        ).fetchall()
+    return [json.loads(body)["t"] for (body,) in rows]
+
+
+def test_results_that_finish_together_share_a_write(tmp_path: Path) -> None:
+    """Five parallel calls finish in the same moment: their results share an append
+    (one transaction, one disk flush on Postgres), not one each."""
+    arrived = 0
+    together = asyncio.Event()
+
+    @tool
+    async def meet(n: int) -> str:
+        """Wait for the others."""
+        nonlocal arrived
+        arrived += 1
+        if arrived == 5:
+            together.set()
+        await together.wait()
+        return f"met {n}"
+
+    def reply(request: ModelRequest) -> Turn:
+        if isinstance(request.messages[-1], ToolResultMessage):
+            return "done"
+        return [ToolCall("meet", {"n": n}, f"c{n}") for n in range(5)]
+
+    counting = _Counting(tmp_path / "runs.db")
+    result = create_agent(FunctionModel(reply), tools=[meet], checkpointer=counting).run(
+        "go", thread_id="t"
+    )
+    assert result.output == "done"
+    with_results = [kinds for kinds in counting.appends if "result" in kinds]
+    assert sum(kinds.count("result") for kinds in with_results) == 5
+    assert len(with_results) <= 2, counting.appends
+
+
+def test_a_turns_results_are_on_record_before_the_next_model_call(tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+
+    @tool
+    def ping(n: int) -> str:
+        """Answer."""
+        return f"pong {n}"
+
+    def reply(request: ModelRequest) -> Turn:
+        if isinstance(request.messages[-1], ToolResultMessage):
+            seen.append(_records(tmp_path / "runs.db", "t"))
+            return "done"
+        return [ToolCall("ping", {"n": 1}, "a"), ToolCall("ping", {"n": 2}, "b")]
+
+    create_agent(
+        FunctionModel(reply), tools=[ping], checkpointer=f"sqlite:///{tmp_path}/runs.db"
+    ).run("go", thread_id="t")
+    assert seen[0].count("result") == 2
+
+
+def test_after_a_failed_write_nothing_more_is_written(tmp_path: Path) -> None:
+    """A sync counts its changes from the one before: had the run's last records gone out
+    after the write of a result failed, the log would have a hole (a message missing,
+    and every later one out of place). The run fails with the storage error, and the
+    thread resumes from what is on record: the call as interrupted."""
+
+    @tool
+    def ping() -> str:
+        """Answer."""
+        return "pong"
+
+    def reply(request: ModelRequest) -> Turn:
+        if isinstance(request.messages[-1], ToolResultMessage):
+            return "done"
+        return [ToolCall("ping", {}, "a")]
+
+    counting = _Counting(tmp_path / "runs.db", fail_on="result")
+    agent = create_agent(FunctionModel(reply), tools=[ping], checkpointer=counting)
+    with pytest.raises(StorageError, match="disk is full"):
+        agent.run("go", thread_id="t")
+    assert _records(tmp_path / "runs.db", "t") == ["run", "sync", "sync", "started"]
+    resumed = create_agent(
+        FunctionModel(reply), tools=[ping], checkpointer=f"sqlite:///{tmp_path}/runs.db"
+    ).resume("t")
+    assert resumed.output == "done"
+    answered = [r for m in resumed.messages if isinstance(m, ToolResultMessage) for r in m.results]
+    assert [r.is_error for r in answered] == [True]  # interrupted: its outcome is unknown
+
+
+async def test_postgres_appends_from_many_connections_at_once_number_on_without_a_gap() -> None:
+    """Each append is one statement calling tether_append, which takes the thread's
+    lock and then numbers the records from a snapshot taken after it. Numbered from the
+    statement's own snapshot (taken before the lock was granted), two appends that
+    waited for each other would take the same numbers and one would fail."""
+    url = postgres_url()
+    writers = [PostgresCheckpointer(url) for _ in range(4)]
+    await writers[0].append("t", [{"t": "run"}])
+
+    async def append_many(writer: PostgresCheckpointer, w: int) -> None:
+        for n in range(25):
+            await writer.append("t", [{"t": "sync", "w": w, "n": n}, {"t": "started"}])
+
+    await asyncio.gather(*(append_many(writer, w) for w, writer in enumerate(writers)))
+    records = await writers[0].load("t")
+    assert len(records) == 1 + 4 * 25 * 2
+    for w in range(4):  # each writer's records in its order, each sync with its started
+        mine = [i for i, r in enumerate(records) if r.get("w") == w]
+        assert [records[i]["n"] for i in mine] == list(range(25))
+        assert all(records[i + 1] == {"t": "started"} for i in mine)
+    for writer in writers:
+        await writer.close()

@@ -1,9 +1,9 @@
 """The run loop's side of tools: running a turn's calls, at once where they may.
 
 Each call goes through the capabilities' `around_tool` hooks to its tool, inside a
-span, and its result is recorded in the thread before the next model call, so that a
-resumed run never runs it twice. Calls on overlapping paths wait for each other when
-one of them writes; every other call runs at once.
+span. It is recorded in the thread as started before it runs, so that a resumed run
+never runs it twice, and its result as soon as it finishes. Calls on overlapping paths
+wait for each other when one of them writes; every other call runs at once.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class ToolCalls:
                 failed(current, "tool_error", result.text[:200])
             if current is not None and traced.content:
                 current.set_attributes(tracing.tool_content(call.args, result))
-        if self.journal is not None:  # recorded before the next model call: never run twice
+        if self.journal is not None:
             await self.journal.result(state, result)
         state.emit(ToolCallFinished(state.path, call, result))
         return result

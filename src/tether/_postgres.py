@@ -59,20 +59,16 @@ class PostgresDatabase:
         except (_psycopg().Error, OSError) as error:
             raise self._failure(error) from error
 
-    async def run_in_one_trip(
+    async def run_statement(
         self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]
     ) -> T:
-        """Like `run`, with the statements of `work` sent as one pipeline: they go to the
-        server at once, run in one transaction that ends with the pipeline's only sync,
-        and their results come back then (one round trip, not one a statement, nor
-        three more for BEGIN, COMMIT and the syncs of a `transaction()` block). So `work`
-        cannot read a result; what it returns (a cursor) can be read once this returns."""
+        """Like `run`, for `work` that runs one statement: with no transaction block
+        around it (BEGIN and COMMIT would be two more round trips), the statement is a
+        transaction of its own."""
         try:
             connection, lock = await self._connect()
             async with lock:
-                async with connection.pipeline():
-                    done = await work(connection)
-                return done
+                return await work(connection)
         except TetherError:
             raise
         except (_psycopg().Error, OSError) as error:

@@ -445,7 +445,14 @@ class Agent(Generic[OutputT]):
             thread = await read_thread(checkpointer, thread_id)
             journal = Journal(checkpointer, thread_id, me.token)
             journal.adopt(thread)
-            yield journal, thread
+            try:
+                yield journal, thread
+            except BaseException:  # a cancelled run's last results still go on record...
+                settling = asyncio.ensure_future(journal.settled())
+                await asyncio.wait([settling], timeout=_SETTLE_SECONDS)  # ...in a while
+                if not settling.cancel():
+                    settling.exception()  # seen: the run's own error goes on
+                raise
 
 
 def _still_waiting(
@@ -501,6 +508,10 @@ def _checked_thread_id(thread_id: object) -> str:
     return thread_id
 
 
+_SETTLE_SECONDS = 5.0
+"""How long a run that failed or was cancelled waits for its last records to be
+written before it gives the thread back: a store that stopped answering does not
+hold up its end for long."""
 _RUNNABLE_THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 
 

@@ -11,8 +11,10 @@ Records, in the order a run writes them:
 - "started": the ids of the tool calls about to run, written with a sync in one append,
   so the assistant message that made the calls is on record before any of them runs.
   (A run killed before that point resumes by asking the model again.)
-- "result": one finished tool call's result, written before the next model call, with a
-  sync of what changed meanwhile (the state backend's files the call wrote).
+- "result": one finished tool call's result, with a sync of what changed meanwhile (the
+  state backend's files the call wrote), written as soon as the call finishes, before
+  the next model call. Results that finish while a write is under way go out together
+  in the next one.
 - "interrupt": calls waiting for a human decision; "end": the run's stop reason.
   An abandoned run gets a last sync answering the calls it left, and the end "cancelled".
 
@@ -83,7 +85,6 @@ class Journal:
         self.at = at
         """The `task` call ids leading to the subagent whose run this records; () for the
         thread's own run."""
-        self.lost = False
         self._recorded = 0
         self._last: Message | None = None
         self._files: dict[str, tuple[bytes, float]] = {}
@@ -92,7 +93,18 @@ class Journal:
         self.root: Journal = root or self
         """The journal of the thread's own run; a subagent's journal writes the files
         they share in its records."""
-        self._order: asyncio.Lock = root._order if root is not None else asyncio.Lock()
+        # The root's alone: the records made and not yet written, in the order made, and
+        # the futures of the runs waiting for them; the task writing them (one append at
+        # a time, each with every record queued when it begins), and the futures of the
+        # runs waiting for the append under way. A run waits on a future of its own: its
+        # cancellation stops its wait, never the write.
+        self._queued: list[Record] = []
+        self._queued_waiters: list[asyncio.Future[None]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._writing_waiters: list[asyncio.Future[None]] = []
+        self._failure: BaseException | None = None
+        self.lost = False
+        """Another run took the thread over (the root's flag): nothing more is written."""
         self.metadata: dict[str, Any] | None = None
         """Recorded with the run's start, when given."""
 
@@ -141,7 +153,7 @@ class Journal:
 
     async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
         """Record how the run ended, unless it lost the thread: the new holder writes now."""
-        if not self.lost:
+        if not self.root.lost:
             await self._append(
                 lambda: [
                     self._sync(state),
@@ -170,22 +182,70 @@ class Journal:
     async def _append(
         self, make: Callable[[], list[Record]], state: RunState | None = None
     ) -> None:
-        """Append the records `make()` gives, made and written one write at a time (for
-        the whole run tree): a sync's changes are counted from the one before it, so they
-        must land in order. A subagent's records come with a sync of its thread's own
-        run, which holds the files they share, so that a result is never on record
-        without the file it wrote."""
-        async with self._order:
-            records = make()
-            if self.at:
-                records = [{**r, "at": list(self.at)} for r in records]
-                if state is not None:
-                    records.insert(0, self.root._sync(state.root))
-            try:
-                await self.checkpointer.append(self.thread_id, records, holder=self.holder)
-            except ThreadBusyError:
-                self.lost = True
-                raise
+        """Append the records `make()` gives, in the order they are made (for the whole
+        run tree): a sync's changes are counted from the one before it, so they must land
+        in order. A subagent's records come with a sync of its thread's own run, which
+        holds the files they share, so that a result is never on record without the file
+        it wrote. Returns once they are written, by the root's writer task: at once, or
+        (while another append is under way) in the next, with whatever came meanwhile."""
+        root = self.root
+        if root._failure is not None:
+            raise root._failure
+        records = make()
+        if self.at:
+            records = [{**r, "at": list(self.at)} for r in records]
+            if state is not None:
+                records.insert(0, root._sync(state.root))
+        root._queued += records
+        if root._writer is None:
+            root._writer = asyncio.ensure_future(root._write_queued())
+        await self.settled()
+
+    async def settled(self) -> None:
+        """Return once every record made so far is written; raise if a write failed."""
+        root = self.root
+        if root._queued:
+            waiters = root._queued_waiters
+        elif root._writer is not None:
+            waiters = root._writing_waiters
+        else:
+            waiters = None
+        if waiters is not None:
+            written = asyncio.get_running_loop().create_future()
+            waiters.append(written)
+            await written
+        if root._failure is not None:
+            raise root._failure
+
+    async def _write_queued(self) -> None:
+        """The root's writer, a task of its own: append what is queued, again and again
+        until nothing is. After a failed write nothing more is written (a later sync
+        would leave a gap in the log); every later append and `settled()` raise the
+        failure. The task is cancelled only with its event loop."""
+        try:
+            while self._queued and self._failure is None:
+                records, self._queued = self._queued, []
+                self._writing_waiters, self._queued_waiters = self._queued_waiters, []
+                try:
+                    await self.checkpointer.append(self.thread_id, records, holder=self.holder)
+                except Exception as error:  # kept for every run that waits on it
+                    self.lost = self.lost or isinstance(error, ThreadBusyError)
+                    self._failure = error
+                except BaseException:
+                    self._failure = StorageError(
+                        f"the write to thread {self.thread_id!r} was cancelled with its "
+                        "event loop; whether it was made is unknown",
+                        database=repr(self.checkpointer),
+                    )
+                    raise
+                finally:
+                    _wake(self._writing_waiters)
+                    self._writing_waiters = []
+        finally:
+            self._writer = None
+            self._queued = []  # empty, or never to be written after a failure
+            _wake(self._queued_waiters)
+            self._queued_waiters = []
 
     def _sync(self, state: RunState) -> Record:
         messages = state.messages
@@ -219,6 +279,12 @@ class Journal:
         if gone:
             record["delete"] = gone
         self._files = dict(state.files)
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # its run was cancelled while it waited
+            waiter.set_result(None)
 
 
 def _spending(usage: Usage, cost: float | None, steps: int) -> Record:

@@ -36,6 +36,31 @@ _MIGRATIONS = (
         expires DOUBLE PRECISION NOT NULL
     )
     """,
+    # An append as one statement, so one round trip and one commit: the thread's lock
+    # first, then the insert, which (a statement of a volatile function) takes its own
+    # snapshot after the lock and so sees every earlier append. The records are numbered
+    # on from the thread's last, and inserted only while the holder (when given) holds
+    # the thread's lease; it returns how many went in.
+    """
+    CREATE OR REPLACE FUNCTION tether_append(p_thread TEXT, p_holder TEXT, p_bodies TEXT[])
+    RETURNS BIGINT VOLATILE LANGUAGE plpgsql AS $$
+    DECLARE
+        inserted BIGINT;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_thread, 0));
+        INSERT INTO tether_records (thread_id, seq, created, body)
+        SELECT p_thread, last.seq + item.n, extract(epoch FROM clock_timestamp())::float8,
+            item.body
+        FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM tether_records
+              WHERE thread_id = p_thread) AS last,
+            unnest(p_bodies) WITH ORDINALITY AS item(body, n)
+        WHERE p_holder IS NULL OR EXISTS (
+            SELECT FROM tether_leases WHERE thread_id = p_thread AND holder = p_holder);
+        GET DIAGNOSTICS inserted = ROW_COUNT;
+        RETURN inserted;
+    END
+    $$
+    """,
 )
 
 
@@ -59,12 +84,13 @@ class PostgresCheckpointer:
                     raise lost(thread_id, current)
             return
 
-        async def write(db: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
-            await _lock(db, thread_id, fetch=False)
-            return await db.execute(_APPEND, {"t": thread_id, "h": holder, "bodies": bodies})
+        async def write(db: psycopg.AsyncConnection[Any]) -> int:
+            cursor = await db.execute(_APPEND, (thread_id, holder, bodies))
+            row = await cursor.fetchone()
+            return int(row[0]) if row else 0
 
-        inserted = await self.db.run_in_one_trip(write)
-        if inserted.rowcount != len(bodies):  # the lease was not the holder's: none were
+        inserted = await self.db.run_statement(write)
+        if inserted != len(bodies):  # the lease was not the holder's: none were
             raise lost(thread_id, await self._current(thread_id))
 
     async def _current(self, thread_id: str) -> Lease | None:
@@ -151,29 +177,16 @@ class PostgresCheckpointer:
         await self.db.close()
 
 
-# One statement for a whole append, after the thread's lock (so that its snapshot, taken
-# when it starts, holds every earlier append): the records are numbered on from the
-# thread's last, and inserted only while `h` (when given) holds the thread's lease.
-_APPEND = """
-INSERT INTO tether_records (thread_id, seq, created, body)
-SELECT %(t)s, last.seq + body.n, extract(epoch FROM clock_timestamp())::float8, body.text
-FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM tether_records WHERE thread_id = %(t)s) AS last,
-    unnest(%(bodies)s::text[]) WITH ORDINALITY AS body(text, n)
-WHERE %(h)s::text IS NULL
-    OR EXISTS (SELECT FROM tether_leases WHERE thread_id = %(t)s AND holder = %(h)s::text)
-"""
+_APPEND = "SELECT tether_append(%s::text, %s::text, %s::text[])"
 
 
-async def _lock(db: psycopg.AsyncConnection[Any], thread_id: str, *, fetch: bool = True) -> float:
-    """Hold the thread's advisory lock to the end of the transaction; the server's time
-    (0.0 without `fetch`: in a pipeline, results come at its end)."""
+async def _lock(db: psycopg.AsyncConnection[Any], thread_id: str) -> float:
+    """Hold the thread's advisory lock to the end of the transaction; the server's time."""
     cursor = await db.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
         "extract(epoch FROM clock_timestamp())::float8",
         (thread_id,),
     )
-    if not fetch:
-        return 0.0
     row = await cursor.fetchone()
     assert row is not None
     return float(row[1])
