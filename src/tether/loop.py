@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_jsonable_python
-
 from tether import prompts, tracing
 from tether._loop_gates import Gates
 from tether._loop_model import ModelCalls
@@ -249,6 +247,8 @@ class _Run:
                 await capability.on_run_end(state)
         result = self._result(_stop_of(error) if error else self.stop_reason or "error")
         if self.journal is not None:
+            from pydantic_core import to_jsonable_python  # not paid by a build
+
             try:
                 await self.journal.end(state, result.stop_reason, to_jsonable_python(result.output))
             except TetherError as exc:  # storage failed: the run's own error comes first

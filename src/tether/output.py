@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-import pydantic
+from typing import TYPE_CHECKING, Any
 
 from tether import prompts
 from tether.errors import ConfigurationError
 from tether.messages import ToolCall
 from tether.models.base import ToolSpec
 from tether.tools.tool import decode_args, validation_message
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["FINAL_RESULT", "OutputSpec"]
 
@@ -36,6 +37,8 @@ class OutputSpec:
         self._wrapped = False
         if not self.structured:
             return
+        import pydantic  # an agent answering in text loads none (so its first build is quick)
+
         try:
             self._adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
             schema = self._adapter.json_schema()
@@ -77,6 +80,8 @@ class OutputSpec:
         return value, error is None
 
     def _validate(self, args: dict[str, Any]) -> tuple[Any, str | None]:
+        import pydantic  # loaded already, with the adapter
+
         try:
             if self._wrapped:
                 return self._adapter.validate_python(args[_WRAPPED]), None

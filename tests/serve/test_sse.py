@@ -32,6 +32,7 @@ from tether import create_agent
 from tether.events import Event, ModelDelta, StepFinished, ToolCallFinished, ToolCallStarted
 from tether.messages import TextPart, ToolCall, ToolResult, Usage
 from tether.models import FunctionModel
+from tether.serve import _live
 from tether.serve._agui import Translator
 from tether.serve._live import LiveRuns
 from tether.serve._sse import content, encode
@@ -188,3 +189,34 @@ async def test_followers_of_a_streaming_run_each_read_every_piece_once(tmp_path:
         assert text == "".join(p.text for p in pieces)
         assert found[0]["type"] == "RUN_STARTED"
         assert found[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_follower_writes_what_comes_meanwhile_at_once_and_the_end_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run of quick steps: a write (and a wake of the reader) for each event cost more
+    # than the step; what comes while a woken follower gathers goes in one write
+    monkeypatch.setattr(_live, "_GATHER_SECONDS", 30.0)
+    agent = create_agent(FunctionModel(lambda _: "-"), checkpointer=f"sqlite:///{tmp_path}/r.db")
+    burst, finish = asyncio.Event(), asyncio.Event()
+    main = ("main",)
+
+    async def run() -> Any:
+        yield ModelDelta(main, "text", "first")
+        await burst.wait()
+        for n in range(40):
+            yield ModelDelta(main, "text", f" w{n}")
+            await asyncio.sleep(0)  # the follower may run between any two
+        await finish.wait()
+
+    live = await LiveRuns().start("a", agent, "t", Translator("t", "r"), events=run, before=[])
+    writes: list[str] = []
+    async with asyncio.timeout(10):  # the end is written at once, not after the gathering
+        async for chunk in live.follow():
+            writes.append(chunk)
+            burst.set()
+            finish.set()
+    texts = [[e["delta"] for e in events(w) if "delta" in e] for w in writes]
+    assert texts[0] == ["first"]
+    assert texts[1] == [f" w{n}" for n in range(40)]  # one write
+    assert len(writes) == 2

@@ -23,6 +23,11 @@ from tether.serve._sse import encode
 __all__ = ["LiveRun", "LiveRuns"]
 
 _KEEPALIVE_SECONDS = 15.0
+_GATHER_SECONDS = 0.01
+"""How long a follower woken by a new event lets more gather before it writes: a run
+of quick steps makes a few events a step, and a write for each (a send, and a wake of
+the reader) cost more than the step itself. Under a screen's frame (16 ms); the run's
+end is written at once."""
 _BEGIN_WAIT_SECONDS = 10.0  # how long a stop waits for a starting run to take its thread
 _CALL_PARTS = frozenset(
     {EventType.TOOL_CALL_START, EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END}
@@ -46,6 +51,7 @@ class LiveRun:
         self._opened = 0
         """How many chunks go up to the main run's RUN_STARTED (0 before it came)."""
         self.done = False
+        self._ended = asyncio.Event()
         self._wake = asyncio.Event()
         self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[None] | None = None
@@ -116,6 +122,10 @@ class LiveRun:
                     await wake.wait()
             except TimeoutError:
                 yield ": keep-alive\n\n"
+                continue
+            with contextlib.suppress(TimeoutError):  # what follows soon goes in one write
+                async with asyncio.timeout(_GATHER_SECONDS):
+                    await self._ended.wait()
 
     def _since(
         self, index: int, known_calls: set[str], known_results: set[str], opening: str
@@ -166,6 +176,7 @@ class LiveRun:
             if not self._begun.done():
                 self._begun.set_exception(ConfigurationError("the run ended before it began"))
             self.done = True
+            self._ended.set()
             self._wake.set()
 
     async def _abandon(self) -> None:

@@ -11,8 +11,6 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pydantic_core import to_json
-
 from tether import prompts
 from tether.errors import ToolError
 from tether.messages import AssistantMessage, Message
@@ -107,7 +105,11 @@ def thread_report(thread: Thread) -> str:
 
 def _report(stop_reason: str, output: Any, messages: Sequence[Message]) -> str:
     if stop_reason == "completed":
-        return output if isinstance(output, str) else to_json(output).decode()
+        if isinstance(output, str):
+            return output
+        from pydantic_core import to_json  # loaded by the report of a structured answer
+
+        return to_json(output).decode()
     last = next(
         (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
         "",
