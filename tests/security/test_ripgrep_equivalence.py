@@ -139,3 +139,18 @@ async def test_names_that_are_odd_on_disk(tmp_path: Path) -> None:
     assert seen
     assert seen[0] is not None
     assert a == b
+
+
+@needs_ripgrep
+async def test_names_that_come_in_many_pieces(tmp_path: Path) -> None:
+    # rg's output (~150 KB of names) reaches the check in reads that end mid-name
+    for d in range(6):
+        directory = tmp_path / (f"d{d}-" + "x" * 100)
+        directory.mkdir()
+        for i in range(100):
+            (directory / (f"{i:03d}-" + "y" * 140 + ".txt")).write_bytes(b"a\nneedle\r\n")
+    a, b, seen = await _both(tmp_path, "needle", literal=True)
+    assert seen
+    assert seen[0] is not None
+    assert len(a) == 600
+    assert a == b

@@ -18,6 +18,7 @@ from tether.backends.globs import compile_glob
 from tether.backends.paths import is_under
 
 __all__ = [
+    "REGEX_SYNTAX",
     "Pattern",
     "compile_pattern",
     "glob_match",
@@ -63,12 +64,24 @@ def include_match(path: str, directory: str, include: str) -> bool:
     return matcher.match(path.rsplit("/", 1)[-1]) or matcher.match(relative(path, directory))
 
 
+REGEX_SYNTAX = frozenset("\\.+*?()|[]{}^$")
+"""The characters that make a pattern more than the text it spells, in RE2's syntax."""
+
+
 class Pattern:
     """A compiled grep pattern: a line test, and a quick test of a whole file."""
 
-    def __init__(self, line: Any, whole: Any) -> None:
+    def __init__(
+        self, line: Any, whole: Any, *, one_line: bool = False, text: bytes | None = None
+    ) -> None:
         self.line = line
         self.whole = whole  # None when the pattern is anchored to the start or end of text
+        self.one_line = one_line
+        """Whether every match of `whole` lies within one line, and every line that
+        matches holds one: true of text without a line break, literal or spelling
+        nothing special. A file's matching lines are then found by searching it whole."""
+        self.text = text
+        """The bytes every match is, when that is all the pattern is (text, case kept)."""
 
     def matches(self, text: str) -> bool:
         return self.line.search(text.encode(errors="replace")) is not None
@@ -107,7 +120,9 @@ def compile_pattern(pattern: str, *, literal: bool, ignore_case: bool) -> Patter
         raise BackendError(f"The pattern {shown(pattern)} is not valid Unicode.") from None
     except re2.error as exc:
         raise BackendError(_explain(pattern, exc)) from None
-    return Pattern(line, whole)
+    one_line = (literal or REGEX_SYNTAX.isdisjoint(pattern)) and "\n" not in pattern
+    exact = pattern.encode() if one_line and not ignore_case else None
+    return Pattern(line, whole, one_line=one_line, text=exact)
 
 
 def _explain(pattern: str, exc: re2.error) -> str:
@@ -139,7 +154,11 @@ def shown(pattern: str, limit: int = 200) -> str:
 
 def grep_text(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
     """The matching lines of one file; none for a binary file."""
-    if is_binary(data) or not pattern.might_match(data):
+    if is_binary(data):
+        return []
+    if pattern.one_line:
+        return _lines_holding(path, data, pattern)
+    if not pattern.might_match(data):
         return []
     search = pattern.line.search
     return [  # split as bytes: "\n" is never inside a UTF-8 sequence
@@ -147,6 +166,31 @@ def grep_text(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
         for number, line in enumerate(split_lines(data), start=1)
         if search(line) is not None
     ]
+
+
+def _lines_holding(path: str, data: bytes, pattern: Pattern) -> list[GrepHit]:
+    """The lines of `data` that hold a match of a `one_line` pattern: one search of the
+    text for each matching line, not one search for every line. Each search starts at
+    the next line, so the text is read once."""
+    hits: list[GrepHit] = []
+    number, counted, position, end = 1, 0, 0, len(data)
+    while position < end:
+        if pattern.text is not None:
+            start = data.find(pattern.text, position)
+        else:
+            found = pattern.whole.search(data, position)
+            start = -1 if found is None else found.start()
+        if start < 0:
+            break
+        first = data.rfind(b"\n", 0, start) + 1
+        last = data.find(b"\n", start)
+        if last < 0:
+            last = end
+        number += data.count(b"\n", counted, first)
+        counted = first
+        hits.append(GrepHit(path, number, data[first:last].decode("utf-8", errors="replace")))
+        position = last + 1
+    return hits
 
 
 def grep_files(files: Iterable[tuple[str, bytes]], pattern: Pattern) -> list[GrepHit]:

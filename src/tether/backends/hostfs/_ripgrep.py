@@ -30,13 +30,13 @@ from collections.abc import Callable, Sequence
 
 from tether.backends.hostfs import _landlock
 from tether.backends.hostfs._landlock import EXECUTE, READ_DIR, READ_FILE
+from tether.backends.search import REGEX_SYNTAX
 
 __all__ = ["SEARCH_SECONDS", "literal_text", "search"]
 
 SEARCH_SECONDS = 10.0
 """How long rg may run before it is stopped and the tree is searched without it (a
 FIFO swapped in for a file while rg lists the tree would hold it forever)."""
-_REGEX_SYNTAX = frozenset("\\.+*?()|[]{}^$")
 _OPTIONS = (
     "--files-with-matches",
     "--null",  # names may hold newlines
@@ -56,7 +56,7 @@ def literal_text(pattern: str, *, literal: bool, ignore_case: bool) -> str | Non
     ignored); else None."""
     if "\n" in pattern or "\x00" in pattern or not pattern:
         return None
-    if not literal and not _REGEX_SYNTAX.isdisjoint(pattern):
+    if not literal and not REGEX_SYNTAX.isdisjoint(pattern):
         return None
     if ignore_case and not pattern.isascii():
         return None  # the case tables of two Unicode versions may differ
