@@ -22,6 +22,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REQUEST = "Open notes.txt"
+THREADS_GIVEN = os.environ.get("RAYON_NUM_THREADS")
+"""As this process started: running the model here sets it to tether's choice of threads
+(bench/local_model.py does), which a fresh process must make again for itself."""
 
 
 def _loadavg() -> float:
@@ -31,7 +34,7 @@ def _loadavg() -> float:
         return -1.0
 
 
-def once() -> dict[str, float]:
+def once() -> dict[str, Any]:
     """One first request, in this process (which must not have run the model yet)."""
     import asyncio
 
@@ -58,6 +61,7 @@ def once() -> dict[str, float]:
         "agent_seconds": round(built - imported, 3),
         "request_seconds": round(done - built, 3),
         "steps": result.steps,
+        "threads": os.environ.get("RAYON_NUM_THREADS", ""),  # as the engine started
     }
 
 
@@ -65,11 +69,14 @@ def measure(repeats: int = 3, env: dict[str, str] | None = None) -> dict[str, An
     """The first request's seconds in `repeats` fresh processes: each run, the median,
     and the load average before each (the machine may be shared)."""
     runs: list[dict[str, Any]] = []
+    started = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    if THREADS_GIVEN is not None:
+        started["RAYON_NUM_THREADS"] = THREADS_GIVEN
     for _ in range(repeats):
         load = _loadavg()
         done = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--once"],
-            env={**os.environ, **(env or {})},
+            env={**started, **(env or {})},
             capture_output=True,
             text=True,
             check=True,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,14 @@ from tether.messages import (
     Usage,
     UserMessage,
 )
-from tether.models import OFFLINE_NOTICE, ModelRequest, ToolSpec, default_model, infer_model, local
+from tether.models import (
+    OFFLINE_NOTICE,
+    ModelRequest,
+    ToolSpec,
+    default_model,
+    infer_model,
+    local,
+)
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -325,7 +335,7 @@ def test_the_command_says_not_done_and_exits_5_when_the_offline_model_declines(
 ) -> None:
     import subprocess
 
-    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith("_API_KEY")}
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("TETHER_MODEL", None)
     done = subprocess.run(
         [sys.executable, "-m", "tether.cli", "run", "--no-sandbox", "hi"],
@@ -572,3 +582,79 @@ def test_the_engine_runs_one_thread_unless_told_otherwise(monkeypatch: pytest.Mo
             local._runner.cache_clear()
         assert __import__("os").environ["RAYON_NUM_THREADS"] == used
     assert local.THREADS == "1"
+
+
+def test_the_engine_starts_and_loads_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started_in: list[str] = []
+    engine = type(sys)("mistralrs")
+    engine.ChatCompletionRequest = dict  # type: ignore[attr-defined]
+
+    class Runner:
+        def send_chat_completion_request(self, chat: Any) -> list[Any]:
+            return []
+
+    def runner(path: str, quant: str | None = None) -> Runner:
+        started_in.append(threading.current_thread().name)
+        return Runner()
+
+    def engine_started() -> Any:
+        started_in.append(threading.current_thread().name)
+        return engine
+
+    monkeypatch.setattr(local, "_runner", runner)
+    monkeypatch.setattr(local, "_engine", engine_started)
+    read = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})
+    plain = request(messages=(UserMessage.of("Open notes.txt"),), tools=(read,))
+    for model, asked in (
+        (local.LocalModel(), plain),  # the plain choice
+        (local.LocalModel(plain_requests=False), request()),  # a call of its own
+    ):
+        started_in.clear()
+        asyncio.run(model.request(asked))
+        assert started_in == ["tether-local-model", "tether-local-model"]
+
+
+def test_the_weights_are_requantized_to_q8_0_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    loaded: list[dict[str, Any]] = []
+
+    class Which:
+        @staticmethod
+        def GGUF(**kwargs: Any) -> dict[str, Any]:
+            return kwargs
+
+    class Runner:
+        def __init__(self, **kwargs: Any) -> None:
+            loaded.append(kwargs)
+
+        def send_chat_completion_request(self, chat: Any) -> list[Any]:
+            return []
+
+    engine = type(sys)("mistralrs")
+    engine.Which = Which  # type: ignore[attr-defined]
+    engine.Runner = Runner  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "mistralrs", engine)
+    given = tmp_path / "mine.gguf"
+    given.write_bytes(b"")
+    local._runner.cache_clear()
+    try:
+        models = [local.LocalModel(), local.LocalModel(requantize=None)]
+        for model in (*models, local.LocalModel(path=given, requantize="Q4_0")):
+
+            async def generate(model: local.LocalModel = model) -> None:
+                async for _ in local._generated(model, lambda: None):
+                    pass
+
+            asyncio.run(generate())  # the way a request loads the model
+    finally:
+        local._runner.cache_clear()
+    assert [load["in_situ_quant"] for load in loaded] == ["Q8_0", None, "Q4_0"]
+    assert [load["which"]["quantized_filename"] for load in loaded] == [
+        local.MODELS["smollm2"][1],
+        local.MODELS["smollm2"][1],
+        "mine.gguf",
+    ]
+    assert all(load["token_source"] == "none" for load in loaded)
