@@ -210,11 +210,14 @@ async def _generated(
     text, the usage once it is known, and why it stopped once it has."""
     path, quant = str(model.path), model.requantize
 
-    def start() -> Iterator[Any]:
+    def start(stopped: threading.Event) -> Iterator[Any]:
         # In the worker thread: the first request starts the engine and loads the model
-        # (a second or so of blocking work), and one load serves requests made at once.
+        # (a second or so of blocking work, most of it holding the interpreter lock: the
+        # engine does not let it go), and one load serves requests made at once.
         with _LOADING:
             runner = _runner(path, quant)
+        if stopped.is_set():  # cancelled while the model loaded: ask nothing of it
+            return iter(())
         chunks: Iterator[Any] = runner.send_chat_completion_request(chat())
         return chunks
 
@@ -415,10 +418,12 @@ def _first_tool_named(text: str, request: ModelRequest) -> str | None:
     return next((t.name for t in request.tools if f'"{t.name}"' in text), None)
 
 
-async def _in_thread(start: Any) -> AsyncIterator[Any]:
-    """Iterate a blocking iterator (`start()` makes it) in a worker thread."""
+async def _in_thread(start: Callable[[threading.Event], Iterator[Any]]) -> AsyncIterator[Any]:
+    """Iterate a blocking iterator (`start(stopped)` makes it) in a worker thread, which
+    stops pulling from it once the caller stops iterating (a cancelled request)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    stopped = threading.Event()
 
     def send(kind: str, value: Any) -> None:
         # RuntimeError: the loop is gone (the run was cancelled), so drop the rest
@@ -427,8 +432,10 @@ async def _in_thread(start: Any) -> AsyncIterator[Any]:
 
     def pump() -> None:
         try:
-            items: Iterator[Any] = start()
+            items: Iterator[Any] = start(stopped)
             for item in items:
+                if stopped.is_set():
+                    break
                 send("item", item)
         except BaseException as exc:  # handed to the awaiting side, raised there
             send("error", exc)
@@ -436,12 +443,21 @@ async def _in_thread(start: Any) -> AsyncIterator[Any]:
             send("done", None)
 
     threading.Thread(target=pump, name="tether-local-model", daemon=True).start()
-    while True:
-        kind, value = await queue.get()
-        if kind == "done":
-            return
-        if kind == "error":
-            if isinstance(value, ConfigurationError):  # no engine or model to run
-                raise value
-            raise ModelError(f"the local model failed: {value}") from value
-        yield value
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise _failure(value)
+            yield value
+    finally:
+        stopped.set()
+
+
+def _failure(error: BaseException) -> Exception:
+    if isinstance(error, ConfigurationError):  # no engine or model to run
+        return error
+    failed = ModelError(f"the local model failed: {error}")
+    failed.__cause__ = error
+    return failed
