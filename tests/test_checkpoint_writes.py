@@ -362,3 +362,35 @@ async def test_postgres_appends_from_many_connections_at_once_number_on_without_
         assert all(records[i + 1] == {"t": "started"} for i in mine)
     for writer in writers:
         await writer.close()
+
+
+def test_a_checkpointer_that_raises_its_own_error_fails_the_run_with_a_storage_error(
+    tmp_path: Path,
+) -> None:
+    """A checkpointer of the user's may raise anything: the run reports it as a
+    StorageError (its cause kept), not as a bare error escaping the run, and nothing is
+    written after it."""
+
+    class Broken(_Counting):
+        async def append(
+            self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
+        ) -> None:
+            if any(r["t"] == "result" for r in records):
+                raise ValueError("the bucket is gone")
+            await super().append(thread_id, records, holder=holder)
+
+    @tool
+    def ping() -> str:
+        """Answer."""
+        return "pong"
+
+    def reply(request: ModelRequest) -> Turn:
+        if isinstance(request.messages[-1], ToolResultMessage):
+            return "done"
+        return [ToolCall("ping", {}, "a")]
+
+    agent = create_agent(FunctionModel(reply), tools=[ping], checkpointer=Broken(tmp_path / "r.db"))
+    with pytest.raises(StorageError, match="bucket is gone") as raised:
+        agent.run("go", thread_id="t")
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert _records(tmp_path / "r.db", "t") == ["run", "sync", "sync", "started"]

@@ -35,7 +35,7 @@ import pydantic
 
 from tether.approval import ApprovalRequest, decision_from_json
 from tether.checkpoint.base import Checkpointer, Record
-from tether.errors import AlreadyDecidedError, StorageError, ThreadBusyError
+from tether.errors import AlreadyDecidedError, StorageError, TetherError, ThreadBusyError
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -228,9 +228,16 @@ class Journal:
                 self._writing_waiters, self._queued_waiters = self._queued_waiters, []
                 try:
                     await self.checkpointer.append(self.thread_id, records, holder=self.holder)
-                except Exception as error:  # kept for every run that waits on it
+                except TetherError as error:  # kept for every run that waits on it
                     self.lost = self.lost or isinstance(error, ThreadBusyError)
                     self._failure = error
+                except Exception as error:  # a checkpointer of the user's: said as tether's
+                    self._failure = StorageError(
+                        f"the checkpointer failed to write to thread {self.thread_id!r}: "
+                        f"{type(error).__name__}: {error}",
+                        database=repr(self.checkpointer),
+                    )
+                    self._failure.__cause__ = error
                 except BaseException:
                     self._failure = StorageError(
                         f"the write to thread {self.thread_id!r} was cancelled with its "
