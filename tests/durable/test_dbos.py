@@ -218,7 +218,7 @@ def test_a_subagents_gated_call_waits_and_resumes_on_a_worker(
     handle.decide([Approve()])
     workers.start("s1")
     final = handle.result(timeout=60)
-    assert final.stop_reason == "completed"
+    assert final.stop_reason == "completed", handle.status().error
     assert final.output == "delegated: sub: logged step 0"
     ran = query(apps, "SELECT count(*) FROM durable_runs WHERE key LIKE 'deleg-1:%%'")
     assert ran == [(1,)]
