@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -311,11 +312,8 @@ def test_a_turns_results_are_on_record_before_the_next_model_call(tmp_path: Path
     assert seen[0].count("result") == 2
 
 
-def test_after_a_failed_write_nothing_more_is_written(tmp_path: Path) -> None:
-    """A sync counts its changes from the one before: had the run's last records gone out
-    after the write of a result failed, the log would have a hole (a message missing,
-    and every later one out of place). The run fails with the storage error, and the
-    thread resumes from what is on record: the call as interrupted."""
+def _one_call_agent(checkpointer: Checkpointer | str) -> Any:
+    """An agent whose model calls `ping` once, then answers "done"."""
 
     @tool
     def ping() -> str:
@@ -327,14 +325,20 @@ def test_after_a_failed_write_nothing_more_is_written(tmp_path: Path) -> None:
             return "done"
         return [ToolCall("ping", {}, "a")]
 
-    counting = _Counting(tmp_path / "runs.db", fail_on="result")
-    agent = create_agent(FunctionModel(reply), tools=[ping], checkpointer=counting)
+    return create_agent(FunctionModel(reply), tools=[ping], checkpointer=checkpointer)
+
+
+def test_after_a_failed_write_nothing_more_is_written(tmp_path: Path) -> None:
+    """A sync counts its changes from the one before: had the run's last records gone out
+    after the write of a result failed, the log would have a hole (a message missing,
+    and every later one out of place). The run fails with the storage error, and the
+    thread resumes from what is on record: the call as interrupted."""
+
+    agent = _one_call_agent(_Counting(tmp_path / "runs.db", fail_on="result"))
     with pytest.raises(StorageError, match="disk is full"):
         agent.run("go", thread_id="t")
     assert _records(tmp_path / "runs.db", "t") == ["run", "sync", "sync", "started"]
-    resumed = create_agent(
-        FunctionModel(reply), tools=[ping], checkpointer=f"sqlite:///{tmp_path}/runs.db"
-    ).resume("t")
+    resumed = _one_call_agent(f"sqlite:///{tmp_path}/runs.db").resume("t")
     assert resumed.output == "done"
     answered = [r for m in resumed.messages if isinstance(m, ToolResultMessage) for r in m.results]
     assert [r.is_error for r in answered] == [True]  # interrupted: its outcome is unknown
@@ -379,17 +383,7 @@ def test_a_checkpointer_that_raises_its_own_error_fails_the_run_with_a_storage_e
                 raise ValueError("the bucket is gone")
             await super().append(thread_id, records, holder=holder)
 
-    @tool
-    def ping() -> str:
-        """Answer."""
-        return "pong"
-
-    def reply(request: ModelRequest) -> Turn:
-        if isinstance(request.messages[-1], ToolResultMessage):
-            return "done"
-        return [ToolCall("ping", {}, "a")]
-
-    agent = create_agent(FunctionModel(reply), tools=[ping], checkpointer=Broken(tmp_path / "r.db"))
+    agent = _one_call_agent(Broken(tmp_path / "r.db"))
     with pytest.raises(StorageError, match="bucket is gone") as raised:
         agent.run("go", thread_id="t")
     assert isinstance(raised.value.__cause__, ValueError)
