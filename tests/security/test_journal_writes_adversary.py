@@ -37,20 +37,42 @@ from tether.state import RunState, ToolContext
 Hook = Callable[[int, list[Record]], Awaitable[None]]
 
 
+class Held:
+    """An append held at its start: `arrived` is set when it gets there, and it goes on
+    once `release` is set (raising `error`, if given, instead of writing)."""
+
+    def __init__(self) -> None:
+        self.arrived, self.release = asyncio.Event(), asyncio.Event()
+        self.error: Exception | None = None
+
+    async def wait(self) -> None:
+        self.arrived.set()
+        await self.release.wait()
+        if self.error is not None:
+            raise self.error
+
+
 class Gated(SqliteCheckpointer):
-    """SQLite, with an awaitable hook before each append (call number from 1, records):
-    an append waiting there stands for one waiting on the thread's lock in Postgres, or
-    on the network; cancelled there, it writes nothing (as Postgres's does)."""
+    """SQLite, with appends held at their start (`hold(n)`, the nth from 1) or an
+    awaitable hook before each (call number, records): an append waiting there stands
+    for one waiting on the thread's lock in Postgres, or on the network; cancelled
+    there, it writes nothing (as Postgres's does)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.calls: list[list[Record]] = []
         self.hook: Hook | None = None
+        self.held: dict[int, Held] = {}
+
+    def hold(self, *numbers: int) -> tuple[Held, ...]:
+        return tuple(self.held.setdefault(n, Held()) for n in numbers)
 
     async def append(
         self, thread_id: str, records: Sequence[Record], *, holder: str | None = None
     ) -> None:
         self.calls.append(list(records))
+        if len(self.calls) in self.held:
+            await self.held[len(self.calls)].wait()
         if self.hook is not None:
             await self.hook(len(self.calls), list(records))
         await super().append(thread_id, records, holder=holder)
@@ -85,30 +107,19 @@ async def test_a_cancelled_writer_never_reports_another_runs_records_as_written(
     cp = Gated(tmp_path / "runs.db")
     root = Journal(cp, "t", None)
     sub = root.under("call_bg")
-    first_in, release_first, second_in = (asyncio.Event() for _ in range(3))
-
-    async def hook(n: int, records: list[Record]) -> None:
-        if n == 1:
-            first_in.set()
-            await release_first.wait()
-        elif n == 2:
-            second_in.set()
-            await held.wait()  # stands for the thread's lock held elsewhere
-
-    held = asyncio.Event()
-    cp.hook = hook
+    first, second = cp.hold(1, 2)  # the second stands for the thread's lock held elsewhere
     writer = asyncio.ensure_future(sub.decided({"sub": {"n": 1}}))  # the subagent's task
-    await first_in.wait()
+    await first.arrived.wait()
     parent = asyncio.ensure_future(root.decided({"parent": {"n": 2}}))  # the parent's
     await until(lambda: root._queued)
-    release_first.set()
-    await second_in.wait()  # the parent's record is being written
+    first.release.set()
+    await second.arrived.wait()  # the parent's record is being written
     writer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await writer
     await until(writer.done)
     assert not parent.done()  # its record is not on record yet: it still waits
-    held.set()
+    second.release.set()
     await parent
     written = [r for r in on_disk(tmp_path / "runs.db") if "parent" in r.get("decisions", {})]
     assert written, "the parent's append returned as written, and its record is not on record"
@@ -168,18 +179,11 @@ async def test_a_cancelled_append_leaves_no_gap_before_later_records(tmp_path: P
     root = Journal(cp, "t", None)
     state = RunState(run_id="r1", path=("main",), messages=[UserMessage.of("go")])
     await root.begin(state, 0)
-    held, release = asyncio.Event(), asyncio.Event()
-
-    async def hook(n: int, records: list[Record]) -> None:
-        if n == 2:
-            held.set()
-            await release.wait()
-
-    cp.hook = hook
+    (held,) = cp.hold(2)
     one, two = ToolCall("ping", {}, id="c1"), ToolCall("ping", {}, id="c2")
     state.messages.append(AssistantMessage((one,)))
     writer = asyncio.ensure_future(root.result(state, ToolResult.of(one, "one")))
-    await held.wait()
+    await held.arrived.wait()
     state.messages.append(ToolResultMessage((ToolResult.of(one, "one"),)))
     state.messages.append(AssistantMessage((two,)))
     other = asyncio.ensure_future(root.result(state, ToolResult.of(two, "two")))
@@ -187,7 +191,7 @@ async def test_a_cancelled_append_leaves_no_gap_before_later_records(tmp_path: P
     writer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await writer
-    release.set()
+    held.release.set()
     await other
     thread = await read_thread(cp, "t")
     assert [type(m).__name__ for m in thread.messages] == [
@@ -209,37 +213,26 @@ async def test_a_call_never_runs_twice_after_its_started_record_was_lost(tmp_pat
     state = RunState(run_id="r1", path=("main",), messages=[UserMessage.of("go")])
     await root.begin(state, 0)
     sub = root.under("call_bg")
-    first_in, release_first, second_in, release_second = (asyncio.Event() for _ in range(4))
-
-    async def hook(n: int, records: list[Record]) -> None:
-        if n == 2:
-            first_in.set()
-            await release_first.wait()
-        elif n == 3:
-            second_in.set()
-            await release_second.wait()
-
-    cp.hook = hook
+    first, second = cp.hold(2, 3)
     runs = 0
     charge = ToolCall("charge", {}, id="pay")
     background = asyncio.ensure_future(sub.decided({"bg": {}}))  # the subagent writes
-    await first_in.wait()
+    await first.arrived.wait()
     state.messages.append(AssistantMessage((charge,)))
     started = asyncio.ensure_future(root.started(state, [charge.id]))
     await until(lambda: root._queued)
-    release_first.set()
-    await second_in.wait()
+    first.release.set()
+    await second.arrived.wait()
     background.cancel()  # cancel_task, say
     with contextlib.suppress(asyncio.CancelledError):
         await background
-    release_second.set()
+    second.release.set()
     try:
         await started
     except BaseException:
         return  # the parent was told: it does not run the call (what should happen)
     runs += 1  # the parent runs the call
     await root.result(state, ToolResult.of(charge, "charged"))
-    cp.hook = None
     # kill -9 here; another process resumes the thread.
 
     @tool
@@ -321,27 +314,17 @@ async def test_a_failed_batch_fails_every_waiter_and_nothing_follows(tmp_path: P
     cp = Gated(tmp_path / "runs.db")
     root = Journal(cp, "t", None)
     subs = [root.under(f"c{i}") for i in range(3)]
-    first_in, release_first, second_in, fail = (asyncio.Event() for _ in range(4))
-
-    async def hook(n: int, records: list[Record]) -> None:
-        if n == 1:
-            first_in.set()
-            await release_first.wait()
-        elif n == 2:
-            second_in.set()
-            await fail.wait()
-            raise StorageError("the disk is full", database="test")
-
-    cp.hook = hook
+    first, second = cp.hold(1, 2)
+    second.error = StorageError("the disk is full", database="test")
     writer = asyncio.ensure_future(root.decided({"w": {}}))
-    await first_in.wait()
+    await first.arrived.wait()
     waiters = [asyncio.ensure_future(s.decided({s.at[0]: {}})) for s in subs]
     await until(lambda: len(root._queued) == 3)
-    release_first.set()
-    await second_in.wait()
+    first.release.set()
+    await second.arrived.wait()
     late = asyncio.ensure_future(root.decided({"late": {}}))  # queued behind the failing one
     await until(lambda: len(root._queued) == 1)
-    fail.set()
+    second.release.set()
     outcomes = await asyncio.gather(writer, *waiters, late, return_exceptions=True)
     assert outcomes[0] is None  # its record went out in the first write
     assert all(isinstance(o, StorageError) for o in outcomes[1:]), outcomes
@@ -361,26 +344,16 @@ async def test_thread_busy_mid_batch_stops_every_run_of_the_tree(tmp_path: Path)
     assert await cp.acquire("t", me, 60) is None
     root = Journal(cp, "t", me.token)
     sub = root.under("c1")
-    first_in, release_first, second_in, go = (asyncio.Event() for _ in range(4))
-
-    async def hook(n: int, records: list[Record]) -> None:
-        if n == 1:
-            first_in.set()
-            await release_first.wait()
-        elif n == 2:
-            second_in.set()
-            await go.wait()
-
-    cp.hook = hook
+    first, second = cp.hold(1, 2)
     writer = asyncio.ensure_future(root.decided({"w": {}}))
-    await first_in.wait()
+    await first.arrived.wait()
     waiter = asyncio.ensure_future(sub.decided({"s": {}}))
     await until(lambda: root._queued)
-    release_first.set()
-    await second_in.wait()
+    first.release.set()
+    await second.arrived.wait()
     await cp.release("t", me.token)
     assert await cp.acquire("t", other, 60) is None  # another process takes the thread
-    go.set()
+    second.release.set()
     outcomes = await asyncio.gather(writer, waiter, return_exceptions=True)
     assert outcomes[0] is None  # its record went out in the first write
     assert isinstance(outcomes[1], ThreadBusyError), outcomes
