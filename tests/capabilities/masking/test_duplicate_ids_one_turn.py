@@ -16,7 +16,9 @@ from tether.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tether.models import FunctionModel, ModelRequest
+from tether.models import ModelRequest
+
+from ._paging import paging_model
 
 OUTPUT = "FAILED tests/test_x.py::test_y - AssertionError: 3 != 4\n" * 20
 
@@ -37,20 +39,8 @@ def test_a_command_output_in_a_turn_with_a_repeated_id_reaches_the_model() -> No
         UserMessage.of("Go on."),
     ]
     sent: list[ModelRequest] = []
-    big = "".join(f"line {n} of the log with some words\n" for n in range(4000))
 
-    def reply(request: ModelRequest) -> list[ToolCall] | str:
-        sent.append(request)
-        step = len(sent)
-        if step == 1:
-            return [ToolCall("write_file", {"file_path": "/log", "content": big})]
-        if step < 25:
-            return [
-                ToolCall("read_file", {"file_path": "/log", "offset": step * 150, "limit": 150})
-            ]
-        return "done"
-
-    create_agent(FunctionModel(reply), tools=[run_tests]).run(message_history=history)
+    create_agent(paging_model(sent), tools=[run_tests]).run(message_history=history)
     first_results = sent[0].messages[2]
     assert isinstance(first_results, ToolResultMessage)
     assert OUTPUT in [r.text for r in first_results.results], "the repair dropped the test output"

@@ -22,7 +22,9 @@ from tether.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tether.models import FunctionModel, ModelRequest
+from tether.models import ModelRequest
+
+from ._paging import paging_model
 
 RERUNNABLE = frozenset({"read_file"})
 PATHS = {"read_file": "file_path", "edit_file": "file_path", "write_file": "file_path"}
@@ -80,20 +82,8 @@ def test_through_an_agent_with_a_converted_history() -> None:
         history.append(ToolResultMessage((ToolResult.of(call, f"{path} body\n" * 400),)))
     history.append(UserMessage.of("Now read the log."))
     sent: list[ModelRequest] = []
-    big = "".join(f"line {n} of the log with some words\n" for n in range(4000))
 
-    def reply(request: ModelRequest) -> list[ToolCall] | str:
-        sent.append(request)
-        step = len(sent)
-        if step == 1:
-            return [ToolCall("write_file", {"file_path": "/log", "content": big})]
-        if step < 25:
-            return [
-                ToolCall("read_file", {"file_path": "/log", "offset": step * 150, "limit": 150})
-            ]
-        return "done"
-
-    create_agent(FunctionModel(reply)).run(message_history=history)
+    create_agent(paging_model(sent)).run(message_history=history)
     for i, early in enumerate(sent):
         mark = early.stable_messages
         for j, later in enumerate(sent[i + 1 :], start=i + 1):
