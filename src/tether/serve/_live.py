@@ -50,11 +50,15 @@ class LiveRun:
         """By chunk: its event's type and the call it is of (None for others)."""
         self._opened = 0
         """How many chunks go up to the main run's RUN_STARTED (0 before it came)."""
-        self.done = False
         self._ended = asyncio.Event()
         self._wake = asyncio.Event()
         self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (its end is on its way to every follower)."""
+        return self._ended.is_set()
 
     def push(self, events: list[BaseEvent]) -> None:
         if not events:
@@ -175,7 +179,6 @@ class LiveRun:
         finally:
             if not self._begun.done():
                 self._begun.set_exception(ConfigurationError("the run ended before it began"))
-            self.done = True
             self._ended.set()
             self._wake.set()
 
