@@ -111,7 +111,7 @@ async def test_a_cancelled_writer_never_reports_another_runs_records_as_written(
     writer = asyncio.ensure_future(sub.decided({"sub": {"n": 1}}))  # the subagent's task
     await first.arrived.wait()
     parent = asyncio.ensure_future(root.decided({"parent": {"n": 2}}))  # the parent's
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     first.release.set()
     await second.arrived.wait()  # the parent's record is being written
     writer.cancel()
@@ -148,7 +148,7 @@ async def test_sqlite_a_waiter_returns_only_once_its_records_are_on_disk(tmp_pat
     writer = asyncio.ensure_future(sub.decided({"sub": {"n": 1}}))
     await until(lambda: cp.calls)
     parent = asyncio.ensure_future(root.decided({"parent": {"n": 2}}))
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     busy2 = asyncio.ensure_future(cp.db.run(lambda db: blocker2.wait(30)))
     await asyncio.sleep(0)
     blocker1.set()
@@ -187,7 +187,7 @@ async def test_a_cancelled_append_leaves_no_gap_before_later_records(tmp_path: P
     state.messages.append(ToolResultMessage((ToolResult.of(one, "one"),)))
     state.messages.append(AssistantMessage((two,)))
     other = asyncio.ensure_future(root.result(state, ToolResult.of(two, "two")))
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     writer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await writer
@@ -220,7 +220,7 @@ async def test_a_call_never_runs_twice_after_its_started_record_was_lost(tmp_pat
     await first.arrived.wait()
     state.messages.append(AssistantMessage((charge,)))
     started = asyncio.ensure_future(root.started(state, [charge.id]))
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     first.release.set()
     await second.arrived.wait()
     background.cancel()  # cancel_task, say
@@ -296,7 +296,7 @@ async def test_cancelling_a_run_whose_store_hangs_ends_it(
     run = asyncio.ensure_future(agent.arun("go", thread_id="t"))
     try:
         await hung.wait()
-        await until(lambda: seen["journal"].root._queued)  # b's result waits its turn
+        await until(lambda: seen["journal"].root._writes.queued)  # b's result waits its turn
         run.cancel()
         with contextlib.suppress(AssertionError):
             await until(run.done)
@@ -319,11 +319,11 @@ async def test_a_failed_batch_fails_every_waiter_and_nothing_follows(tmp_path: P
     writer = asyncio.ensure_future(root.decided({"w": {}}))
     await first.arrived.wait()
     waiters = [asyncio.ensure_future(s.decided({s.at[0]: {}})) for s in subs]
-    await until(lambda: len(root._queued) == 3)
+    await until(lambda: len(root._writes.queued) == 3)
     first.release.set()
     await second.arrived.wait()
     late = asyncio.ensure_future(root.decided({"late": {}}))  # queued behind the failing one
-    await until(lambda: len(root._queued) == 1)
+    await until(lambda: len(root._writes.queued) == 1)
     second.release.set()
     outcomes = await asyncio.gather(writer, *waiters, late, return_exceptions=True)
     assert outcomes[0] is None  # its record went out in the first write
@@ -348,7 +348,7 @@ async def test_thread_busy_mid_batch_stops_every_run_of_the_tree(tmp_path: Path)
     writer = asyncio.ensure_future(root.decided({"w": {}}))
     await first.arrived.wait()
     waiter = asyncio.ensure_future(sub.decided({"s": {}}))
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     first.release.set()
     await second.arrived.wait()
     await cp.release("t", me.token)
@@ -592,7 +592,7 @@ async def test_postgres_a_cancelled_writer_loses_no_record_of_another_run(
     writer = asyncio.ensure_future(sub.decided({"sub": {}}))
     await first_in.wait()
     parent = asyncio.ensure_future(root.decided({"parent": {}}))
-    await until(lambda: root._queued)
+    await until(lambda: root._writes.queued)
     release_first.set()
     await second_in.wait()
     pid = cp.db._connections[asyncio.get_running_loop()][0].info.backend_pid

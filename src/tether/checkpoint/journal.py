@@ -93,18 +93,9 @@ class Journal:
         self.root: Journal = root or self
         """The journal of the thread's own run; a subagent's journal writes the files
         they share in its records."""
-        # The root's alone: the records made and not yet written, in the order made, and
-        # the futures of the runs waiting for them; the task writing them (one append at
-        # a time, each with every record queued when it begins), and the futures of the
-        # runs waiting for the append under way. A run waits on a future of its own: its
-        # cancellation stops its wait, never the write.
-        self._queued: list[Record] = []
-        self._queued_waiters: list[asyncio.Future[None]] = []
-        self._writer: asyncio.Task[None] | None = None
-        self._writing_waiters: list[asyncio.Future[None]] = []
-        self._failure: BaseException | None = None
-        self.lost = False
-        """Another run took the thread over (the root's flag): nothing more is written."""
+        self._writes: _Writes = (  # one for the run tree, as its records are one log
+            root._writes if root is not None else _Writes(checkpointer, thread_id, holder)
+        )
         self.metadata: dict[str, Any] | None = None
         """Recorded with the run's start, when given."""
 
@@ -153,7 +144,7 @@ class Journal:
 
     async def end(self, state: RunState, stop_reason: str, output_json: Any) -> None:
         """Record how the run ended, unless it lost the thread: the new holder writes now."""
-        if not self.root.lost:
+        if not self.lost:
             await self._append(
                 lambda: [
                     self._sync(state),
@@ -186,73 +177,26 @@ class Journal:
         run tree): a sync's changes are counted from the one before it, so they must land
         in order. A subagent's records come with a sync of its thread's own run, which
         holds the files they share, so that a result is never on record without the file
-        it wrote. Returns once they are written, by the root's writer task: at once, or
+        it wrote. Returns once they are written, by the tree's writer task: at once, or
         (while another append is under way) in the next, with whatever came meanwhile."""
-        root = self.root
-        if root._failure is not None:
-            raise root._failure
+        writes = self._writes
+        writes.check()
         records = make()
         if self.at:
             records = [{**r, "at": list(self.at)} for r in records]
             if state is not None:
-                records.insert(0, root._sync(state.root))
-        root._queued += records
-        if root._writer is None:
-            root._writer = asyncio.ensure_future(root._write_queued())
-        await self.settled()
+                records.insert(0, self.root._sync(state.root))
+        writes.add(records)
+        await writes.settled()
+
+    @property
+    def lost(self) -> bool:
+        """Another run took the thread over: nothing more is written (for the whole tree)."""
+        return self._writes.lost
 
     async def settled(self) -> None:
         """Return once every record made so far is written; raise if a write failed."""
-        root = self.root
-        if root._queued:
-            waiters = root._queued_waiters
-        elif root._writer is not None:
-            waiters = root._writing_waiters
-        else:
-            waiters = None
-        if waiters is not None:
-            written = asyncio.get_running_loop().create_future()
-            waiters.append(written)
-            await written
-        if root._failure is not None:
-            raise root._failure
-
-    async def _write_queued(self) -> None:
-        """The root's writer, a task of its own: append what is queued, again and again
-        until nothing is. After a failed write nothing more is written (a later sync
-        would leave a gap in the log); every later append and `settled()` raise the
-        failure. The task is cancelled only with its event loop."""
-        try:
-            while self._queued and self._failure is None:
-                records, self._queued = self._queued, []
-                self._writing_waiters, self._queued_waiters = self._queued_waiters, []
-                try:
-                    await self.checkpointer.append(self.thread_id, records, holder=self.holder)
-                except TetherError as error:  # kept for every run that waits on it
-                    self.lost = self.lost or isinstance(error, ThreadBusyError)
-                    self._failure = error
-                except Exception as error:  # a checkpointer of the user's: said as tether's
-                    self._failure = StorageError(
-                        f"the checkpointer failed to write to thread {self.thread_id!r}: "
-                        f"{type(error).__name__}: {error}",
-                        database=repr(self.checkpointer),
-                    )
-                    self._failure.__cause__ = error
-                except BaseException:
-                    self._failure = StorageError(
-                        f"the write to thread {self.thread_id!r} was cancelled with its "
-                        "event loop; whether it was made is unknown",
-                        database=repr(self.checkpointer),
-                    )
-                    raise
-                finally:
-                    _wake(self._writing_waiters)
-                    self._writing_waiters = []
-        finally:
-            self._writer = None
-            self._queued = []  # empty, or never to be written after a failure
-            _wake(self._queued_waiters)
-            self._queued_waiters = []
+        await self._writes.settled()
 
     def _sync(self, state: RunState) -> Record:
         messages = state.messages
@@ -286,6 +230,86 @@ class Journal:
         if gone:
             record["delete"] = gone
         self._files = dict(state.files)
+
+
+class _Writes:
+    """The writes of one run tree to its thread: the records made and not yet written,
+    in the order made, and the futures of the runs waiting for them; the task writing
+    them (one append at a time, each with every record queued when it begins), and the
+    futures of the runs waiting for the append under way. A run waits on a future of
+    its own: its cancellation stops its wait, never the write."""
+
+    def __init__(self, checkpointer: Checkpointer, thread_id: str, holder: str | None) -> None:
+        self.checkpointer = checkpointer
+        self.thread_id = thread_id
+        self.holder = holder
+        self.queued: list[Record] = []
+        self._queued_waiters: list[asyncio.Future[None]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._writing_waiters: list[asyncio.Future[None]] = []
+        self._failure: BaseException | None = None
+        self.lost = False
+
+    def check(self) -> None:
+        """Raise the failure of an earlier write, if one failed."""
+        if self._failure is not None:
+            raise self._failure
+
+    def add(self, records: list[Record]) -> None:
+        """Queue `records`, and start the writer if none is at work."""
+        self.queued += records
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_queued())
+
+    async def settled(self) -> None:
+        if self.queued:
+            waiters: list[asyncio.Future[None]] | None = self._queued_waiters
+        elif self._writer is not None:
+            waiters = self._writing_waiters
+        else:
+            waiters = None
+        if waiters is not None:
+            written = asyncio.get_running_loop().create_future()
+            waiters.append(written)
+            await written
+        self.check()
+
+    async def _write_queued(self) -> None:
+        """The writer, a task of its own: append what is queued, again and again until
+        nothing is. After a failed write nothing more is written (a later sync would
+        leave a gap in the log); every later append and `settled()` raise the failure.
+        The task is cancelled only with its event loop."""
+        try:
+            while self.queued and self._failure is None:
+                records, self.queued = self.queued, []
+                self._writing_waiters, self._queued_waiters = self._queued_waiters, []
+                try:
+                    await self.checkpointer.append(self.thread_id, records, holder=self.holder)
+                except TetherError as error:  # kept for every run that waits on it
+                    self.lost = self.lost or isinstance(error, ThreadBusyError)
+                    self._failure = error
+                except Exception as error:  # a checkpointer of the user's: said as tether's
+                    self._failure = StorageError(
+                        f"the checkpointer failed to write to thread {self.thread_id!r}: "
+                        f"{type(error).__name__}: {error}",
+                        database=repr(self.checkpointer),
+                    )
+                    self._failure.__cause__ = error
+                except BaseException:
+                    self._failure = StorageError(
+                        f"the write to thread {self.thread_id!r} was cancelled with its "
+                        "event loop; whether it was made is unknown",
+                        database=repr(self.checkpointer),
+                    )
+                    raise
+                finally:
+                    _wake(self._writing_waiters)
+                    self._writing_waiters = []
+        finally:
+            self._writer = None
+            self.queued = []  # empty, or never to be written after a failure
+            _wake(self._queued_waiters)
+            self._queued_waiters = []
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:
