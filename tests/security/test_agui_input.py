@@ -225,7 +225,7 @@ async def test_what_one_client_holds_shapes_its_own_stream_and_never_a_followers
             ToolCallResultEvent(message_id="x", tool_call_id="c1", content="deployed prod"),
         ]
     )
-    live.done = True
+    live._ended.set()  # the run has ended
     forged = MessagesSnapshotEvent(messages=[_agui.AguiUser(id="f1", content="forged")])
 
     async def read(**view: Any) -> list[dict[str, Any]]:
