@@ -52,9 +52,12 @@ $(NODE_STAMP): $(NODE_DIR)/package-lock.json
 node-deps: $(NODE_STAMP)
 
 # The Postgres tests use a local server: scripts/postgres-for-tests.sh installs, starts
-# and prepares one when needed, and prints its URL.
+# and prepares one when needed, and prints its URL. ContainerSandbox's tests use podman
+# and a docker daemon of their own, with a Debian tree built once into .cache/:
+# scripts/containers-for-tests.sh prepares them and prints where they are.
 unit: $(STAMP) system-deps node-deps
-	url="$$(scripts/postgres-for-tests.sh)" && TETHER_TEST_POSTGRES="$$url" $(BIN)/python -m pytest -q
+	url="$$(scripts/postgres-for-tests.sh)" && containers="$$(scripts/containers-for-tests.sh)" && \
+	env TETHER_TEST_POSTGRES="$$url" $$containers $(BIN)/python -m pytest -q
 
 # The documentation site, into site/; a broken link or reference fails the build.
 docs: $(STAMP)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandboxes import make_sandbox  # noqa: F401  (a fixture: every sandbox backend)
 from tether.messages import AssistantMessage, Message, ToolCall, ToolResult, ToolResultMessage
 from tether.state import RunState, ToolContext
 

@@ -1,9 +1,9 @@
-"""LocalSandbox (bubblewrap) and the execute tool: isolation, limits, output, policy."""
+"""LocalSandbox (bubblewrap) and the execute tool: limits, errors, policy. The boundaries
+every sandbox backend holds are in tests/security/test_every_sandbox.py."""
 
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -21,57 +21,6 @@ def sandbox(tmp_path: Path) -> LocalSandbox:
     return LocalSandbox(tmp_path / "ws", timeout_seconds=20, max_processes=64, cpu_seconds=3)
 
 
-async def test_commands_run_in_the_workspace_with_exit_codes(sandbox: LocalSandbox) -> None:
-    await sandbox.write("/src/app.py", b"print('hello from the workspace')\n")
-    result = await sandbox.execute("pwd; python3 src/app.py; echo oops >&2; exit 3")
-    assert result.output == "/workspace\nhello from the workspace\noops\n"
-    assert result.exit_code == 3
-    made = await sandbox.execute(
-        "echo data > out.txt && chmod 600 out.txt && echo more >> src/app.py"
-    )
-    assert made.exit_code == 0
-    assert await sandbox.read("/out.txt") == b"data\n"  # the file tools see what commands made
-    assert (await sandbox.read("/src/app.py")).endswith(b"more\n")
-
-
-async def test_no_network(sandbox: LocalSandbox) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    port = server.getsockname()[1]
-    # A listening socket completes connections into its backlog without accept().
-    probe = (
-        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), "
-        "timeout=2); print('connected')\""
-    )
-    result = await sandbox.execute(probe)
-    assert "connected" not in result.output
-    assert result.exit_code != 0
-    server.close()
-
-
-async def test_nothing_outside_the_workspace_can_be_read_or_written(
-    sandbox: LocalSandbox, tmp_path: Path
-) -> None:
-    secret = tmp_path / "secret.txt"
-    secret.write_text("the host's secret")
-    read = await sandbox.execute(f"cat {secret}; cat /etc/shadow; ls /root")
-    assert "the host's secret" not in read.output
-    assert read.exit_code != 0
-    wrote = await sandbox.execute("touch /usr/evil; touch /etc/evil; echo ok > /tmp/private")
-    assert "Read-only file system" in wrote.output
-    assert not _host_has("/usr/evil")
-    assert not _host_has("/etc/evil")
-    assert not _host_has("/tmp/private", "ok\n")  # its /tmp is its own
-
-
-async def test_host_processes_are_invisible(sandbox: LocalSandbox) -> None:
-    result = await sandbox.execute("ls /proc | grep -cE '^[0-9]+$'; cat /proc/1/cmdline")
-    count = int(result.output.split()[0])
-    assert count < 10  # a handful of its own, not the host's
-    assert str(os.getpid()) not in result.output.split()
-
-
 async def test_a_fork_bomb_and_an_endless_loop_are_stopped(sandbox: LocalSandbox) -> None:
     bomb = await sandbox.execute("bomb() { bomb | bomb & }; bomb; sleep 1; echo still here")
     assert "Cannot fork" in bomb.output or bomb.exit_code is None
@@ -80,26 +29,6 @@ async def test_a_fork_bomb_and_an_endless_loop_are_stopped(sandbox: LocalSandbox
     assert "killed by signal" in loop.output
     healthy = await sandbox.execute("echo fine")
     assert healthy.output == "fine\n"
-
-
-async def test_a_timeout_kills_the_command_and_its_children(sandbox: LocalSandbox) -> None:
-    result = await sandbox.execute("(sleep 30 &); sleep 30", timeout_seconds=1)
-    assert result.timed_out
-    assert result.exit_code is None
-    assert result.output.endswith("[killed: the command ran longer than 1 s]")
-
-
-async def test_binary_and_huge_output(sandbox: LocalSandbox) -> None:
-    binary = await sandbox.execute("printf 'a\\377\\000b'")
-    assert binary.output == "a\ufffd\x00b"
-    huge = await sandbox.execute("seq 1 200000")
-    assert huge.truncated
-    assert huge.full_output is not None
-    assert huge.output.startswith("1\n2\n3\n")
-    assert f"the full output is in {huge.full_output}" in huge.output
-    saved = await sandbox.read(huge.full_output)
-    assert saved.splitlines()[-1] == b"200000"
-    assert len(saved.splitlines()) == 200_000
 
 
 def test_the_execute_tool_with_a_policy(tmp_path: Path) -> None:
@@ -161,14 +90,6 @@ def test_a_missing_bwrap_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ConfigurationError, match="apt-get install bubblewrap"):
         LocalSandbox(tmp_path / "ws")
-
-
-def _host_has(path: str, content: str | None = None) -> bool:
-    """Whether the host has `path` (with `content`, when given)."""
-    found = Path(path)
-    if not found.exists():
-        return False
-    return content is None or found.read_text() == content
 
 
 def test_no_user_namespaces_is_a_clear_error(

@@ -3,6 +3,7 @@
 - `SandboxBackend`: the protocol (every file operation, plus `execute`, `upload`,
   `download`); remote providers implement it (see the README).
 - `LocalSandbox`: a workspace directory and commands isolated by bubblewrap.
+- `ContainerSandbox`: the same directory, with commands in a container (podman, docker).
 - `UnsafeLocalShell`: the same without isolation, for those who accept that.
 """
 
@@ -14,14 +15,16 @@ from tether._lazy import lazy_names
 
 if TYPE_CHECKING:
     from tether.backends.sandbox.base import ExecResult, SandboxBackend
+    from tether.backends.sandbox.container import ContainerSandbox
     from tether.backends.sandbox.local import LocalSandbox, UnsafeLocalShell
 
-__all__ = ["ExecResult", "LocalSandbox", "SandboxBackend", "UnsafeLocalShell"]
+__all__ = ["ContainerSandbox", "ExecResult", "LocalSandbox", "SandboxBackend", "UnsafeLocalShell"]
 
 # The names load on first use (PEP 562): every agent checks its backend against the
 # protocol in `base`, and only one given a local sandbox loads `local` (bubblewrap's
 # command line, the host filesystem).
 _HOMES = {
+    "ContainerSandbox": "container",
     "ExecResult": "base",
     "SandboxBackend": "base",
     "LocalSandbox": "local",

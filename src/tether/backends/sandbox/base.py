@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from tether.backends.base import Backend
 
-__all__ = ["ExecResult", "SandboxBackend"]
+__all__ = ["ExecResult", "SandboxBackend", "current_session", "session"]
+
+_SESSION: ContextVar[str] = ContextVar("tether_sandbox_session", default="default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +53,19 @@ class SandboxBackend(Backend, Protocol):
     async def download(self, path: str) -> bytes:
         """Take a file out of the sandbox."""
         ...
+
+
+def current_session() -> str:
+    """The thread whose command a sandbox runs now ("default" outside a run): a backend
+    that keeps something per thread (a container, a remote machine) keys it by this."""
+    return _SESSION.get()
+
+
+@contextlib.contextmanager
+def session(key: str) -> Iterator[None]:
+    """Commands run inside this block are thread `key`'s (see `current_session`)."""
+    token = _SESSION.set(key)
+    try:
+        yield
+    finally:
+        _SESSION.reset(token)

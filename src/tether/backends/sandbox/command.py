@@ -89,27 +89,10 @@ class Command:
 
     async def prepare(self) -> str | None:
         """Set everything up; None, or why the command cannot run."""
-        self._lock = await self._take_lock()
+        self._lock = await records.lock_workspace(self.sandbox.host, self.deadline)
         if self._lock is None:
             return f"another command in this workspace was still running after {self.limit:g} s"
         return await finished(asyncio.to_thread(self._set_up))
-
-    async def _take_lock(self) -> int | None:
-        """An fd of the workspace holding its exclusive flock, waited for on the event loop
-        until the deadline; None when it did not come."""
-        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.sandbox.host.fd)
-        pause = 0.005
-        try:
-            while not records.try_lock(fd):
-                if time.monotonic() >= self.deadline:
-                    os.close(fd)
-                    return None
-                await asyncio.sleep(min(pause, self.remaining()))
-                pause = min(pause * 2, 0.1)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
 
     def _set_up(self) -> str | None:
         sandbox = self.sandbox

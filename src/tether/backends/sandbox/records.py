@@ -14,18 +14,20 @@ of one workspace run one at a time, under an flock of its directory (`try_lock`)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.backends.hostfs import Root, state_home, try_lock
 from tether.backends.sandbox import gitdirs
 
-__all__ = ["drop", "recover", "recover_at_start", "try_lock", "write"]
+__all__ = ["drop", "lock_workspace", "recover", "recover_at_start", "try_lock", "write"]
 
 _log = logging.getLogger("tether.sandbox")
 
@@ -56,6 +58,24 @@ def write(host: Root, known: gitdirs.GitScan, hidden: set[str]) -> str | None:
     except OSError:
         return None
     return str(path)
+
+
+async def lock_workspace(host: Root, deadline: float) -> int | None:
+    """An fd of the workspace holding its exclusive flock, waited for on the event loop
+    until `deadline` (of `time.monotonic`); None when it did not come."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=host.fd)
+    pause = 0.005
+    try:
+        while not try_lock(fd):
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.1)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def recover(host: Root) -> list[str]:

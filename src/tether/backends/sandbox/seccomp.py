@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from tether.errors import ConfigurationError
 
-__all__ = ["command_filter"]
+__all__ = ["command_filter", "container_profile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +125,49 @@ def command_filter(machine: str | None = None) -> bytes:
     p.label("deny")
     p.op(_RETURN, _ERRNO | _EPERM)
     return bytes(p)
+
+
+# What a container engine's own default profile also keeps from a process without
+# capabilities, beyond the filter above: kernel interfaces with a long record of
+# privilege escalations (io_uring, userfaultfd, perf events, eBPF) and obsolete calls.
+_CONTAINER_DENIED = (
+    "add_key", "request_key", "keyctl",
+    "bpf", "perf_event_open", "userfaultfd", "kcmp", "lookup_dcookie",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "uselib", "ustat", "sysfs", "_sysctl", "vm86", "vm86old", "nfsservctl",
+)  # fmt: skip
+
+
+def container_profile() -> dict[str, object]:
+    """The same rules as an OCI seccomp profile, for podman and docker's
+    `--security-opt seccomp=FILE`: allowed unless a rule says otherwise, with the
+    container engines' usual denials of calls a process without capabilities could
+    still make. Every other architecture's calls are refused (none is listed)."""
+
+    def masked(index: int, bits: int) -> list[dict[str, object]]:
+        return [{"index": index, "value": bits, "valueTwo": bits, "op": "SCMP_CMP_MASKED_EQ"}]
+
+    def deny(names: list[str], args: list[dict[str, object]] | None = None) -> dict[str, object]:
+        return {"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": _EPERM, "args": args or []}
+
+    rules = [
+        deny(list(_CONTAINER_DENIED)),
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS, "args": []},
+        deny(["unshare", "clone"], masked(0, _CLONE_NEWUSER)),
+    ]
+    for bit in (0o4000, 0o2000):  # S_ISUID, S_ISGID: each a rule (masked equality)
+        rules.append(deny(["chmod", "fchmod"], masked(1, bit)))
+        rules.append(deny(["fchmodat", "fchmodat2"], masked(2, bit)))
+    architecture = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}
+    machine = platform.machine()
+    if machine not in architecture:
+        raise ConfigurationError(
+            f"ContainerSandbox knows the system calls of {', '.join(architecture)}, not of "
+            f"{machine}"
+        )
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "defaultErrnoRet": _EPERM,
+        "architectures": [architecture[machine]],
+        "syscalls": rules,
+    }
