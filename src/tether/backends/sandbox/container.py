@@ -151,6 +151,11 @@ class ContainerSandbox(_Shell):
         self.max_containers = max_containers
         self.read_only = _protected_paths(read_only, "read_only")
         self.hidden = _protected_paths(hidden, "hidden")
+        if not _mountable(str(self.root)):
+            raise ConfigurationError(
+                f"the container engines cannot mount {str(self.root)!r}: its path holds a "
+                "':', ',' or control character"
+            )
         self.uid, self.gid = _sandbox_user(self.root)
         self.limits_by = "cgroup"
         self._workspace_key = _workspace_key(self.root)
@@ -265,6 +270,21 @@ class ContainerSandbox(_Shell):
             hidden_dirs=tuple(sorted(hidden)),
             hidden_files=tuple(p for p in self.hidden if self._kind(p) == "file"),
         )
+        unmountable = [
+            path
+            for path in (
+                *(p for p, _ in plan.git),
+                *plan.read_only,
+                *plan.hidden_dirs,
+                *plan.hidden_files,
+            )
+            if not _mountable(path)
+        ]
+        if unmountable:
+            return (
+                f"the container engine cannot mount {unmountable[0]!r} (a ':', ',' or control "
+                "character in its name), which tether keeps read-only to commands: rename it"
+            )
         running = self._running.get(session)
         if running is not None and not self.engine.state(running.name)[0]:
             notes.append("its container had stopped; a fresh one was started")
@@ -432,6 +452,12 @@ def _root_filesystem(rootfs: str | os.PathLike[str], engine: Engine) -> str:
     if not (path / "bin" / "sh").exists():
         raise ConfigurationError(f"rootfs {str(rootfs)!r} is not a root file system (no /bin/sh)")
     return str(path)
+
+
+def _mountable(path: str) -> bool:
+    """Whether the engines' `--volume SOURCE:TARGET:OPTIONS` and `--tmpfs TARGET:OPTIONS`
+    take `path` as it is (they split on ':' and ',')."""
+    return not any(c in ":," or ord(c) < 32 or ord(c) == 127 for c in path)
 
 
 def _digest(session: str) -> str:

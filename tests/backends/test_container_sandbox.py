@@ -1,0 +1,246 @@
+"""ContainerSandbox beyond the boundaries every sandbox holds (tests/security/
+test_every_sandbox.py): a container per thread, kept and replaced when it must be,
+taken back or removed after a tether was killed, and clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import by_server_id
+from tests.sandboxes import DOCKER_IMAGE, make, unavailable
+from tether import ConfigurationError, create_agent
+from tether.backends.sandbox import ContainerSandbox, SandboxBackend, container
+from tether.backends.sandbox.base import session
+from tether.backends.sandbox.engines import Engine, owner_alive, this_owner
+from tether.messages import ToolCall
+from tether.models import ScriptedModel
+
+
+@pytest.fixture(params=["podman", "docker"])
+def kind(request: pytest.FixtureRequest) -> str:
+    why = unavailable(request.param)
+    if why is not None:
+        pytest.skip(f"{request.param}: {why}")
+    return str(request.param)
+
+
+def _names(sandbox: ContainerSandbox) -> dict[str, str]:
+    return {key: running.name for key, running in sandbox._running.items()}
+
+
+async def test_a_thread_keeps_its_container_and_threads_do_not_share(
+    kind: str, tmp_path: Path
+) -> None:
+    sandbox = make(kind, tmp_path / "ws")
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        with session("a"):
+            await sandbox.execute("echo kept > /tmp/state")
+            again = await sandbox.execute("cat /tmp/state")
+        with session("b"):
+            other = await sandbox.execute("cat /tmp/state 2>&1; echo end")
+        assert again.output == "kept\n"  # the same container: what it left outside is there
+        assert "kept" not in other.output
+        assert set(_names(sandbox)) == {"a", "b"}
+    finally:
+        await asyncio.to_thread(sandbox.close)
+    listed = await asyncio.to_thread(sandbox.engine.listed)
+    assert not set(_names(sandbox).values()) & {c.name for c in listed}
+
+
+async def test_the_least_recently_used_container_goes_first(kind: str, tmp_path: Path) -> None:
+    sandbox = make(kind, tmp_path / "ws", max_containers=2)
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        for key in ("a", "b", "a", "c"):
+            with session(key):
+                await sandbox.execute("true")
+        assert list(_names(sandbox)) == ["a", "c"]
+    finally:
+        await asyncio.to_thread(sandbox.close)
+
+
+async def test_a_new_git_directory_replaces_the_container_and_is_protected(
+    kind: str, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    sandbox = make(kind, workspace)
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        await sandbox.execute("echo kept > /tmp/state")
+        (workspace / "sub" / ".git").mkdir(parents=True)  # the user, on the host
+        (workspace / "sub" / ".git" / "config").write_text("[core]\n")
+        done = await sandbox.execute("cat /tmp/state; echo evil >> sub/.git/config")
+        assert "its container was replaced" in done.output
+        assert "kept" not in done.output
+        assert (workspace / "sub" / ".git" / "config").read_text() == "[core]\n"
+    finally:
+        await asyncio.to_thread(sandbox.close)
+
+
+async def test_a_cancelled_command_leaves_nothing_running(kind: str, tmp_path: Path) -> None:
+    sandbox = make(kind, tmp_path / "ws")
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        task = asyncio.ensure_future(sandbox.execute("touch started; sleep 300"))
+        for _ in range(1200):
+            if await asyncio.to_thread((tmp_path / "ws" / "started").exists):
+                break
+            await asyncio.sleep(0.05)
+        assert sandbox._running
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not sandbox._running  # the container was removed with what ran in it
+        after = await sandbox.execute("echo fresh")
+        assert "fresh" in after.output
+    finally:
+        await asyncio.to_thread(sandbox.close)
+
+
+def test_an_agents_commands_share_the_threads_container(kind: str, tmp_path: Path) -> None:
+    sandbox = make(kind, tmp_path / "ws")
+    assert isinstance(sandbox, ContainerSandbox)
+    model = ScriptedModel(
+        [
+            [ToolCall("execute", {"command": "echo one > /tmp/mark"}, id="a")],
+            [ToolCall("execute", {"command": "cat /tmp/mark"}, id="b")],
+            "done",
+        ]
+    )
+    try:
+        agent = create_agent(model, backend=sandbox, checkpointer=f"sqlite:///{tmp_path}/runs.db")
+        result = agent.run("go", thread_id="t1")
+        assert by_server_id(result.messages)["b"].text == "one\n[exit code 0]"
+        assert list(_names(sandbox)) == ["t1"]
+    finally:
+        sandbox.close()
+
+
+def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_right(
+    kind: str, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
+        from tests.sandboxes import make
+        sandbox = make({kind!r}, __import__("pathlib").Path({str(workspace)!r}))
+        async def main():
+            await sandbox.execute(
+                "mkdir -p sub/.git/objects sub/.git/refs && "
+                "echo 'ref: refs/heads/main' > sub/.git/HEAD; echo ready; "
+                "while :; do echo alive >> beat; sleep 0.2; done"
+            )
+        asyncio.run(main())
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], env=os.environ)
+    try:
+        for _ in range(600):
+            if (workspace / "beat").exists():
+                break
+            child.poll()
+            assert child.returncode is None
+            time.sleep(0.1)
+        child.send_signal(signal.SIGKILL)  # no close, no atexit: the container stays
+    finally:
+        child.wait()
+    sandbox = make(kind, workspace)
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        listed = sandbox.engine.listed()
+        leftovers = [c for c in listed if owner_alive(c.labels["tether.owner"]) is False]
+        assert leftovers  # the killed one's container still runs its command
+
+        async def next_command() -> str:
+            return (await sandbox.execute("echo next")).output
+
+        output = asyncio.run(next_command())
+        assert "next" in output
+        assert "tether renamed" in output  # what its command made is disabled
+        assert not (workspace / "sub" / ".git").exists()
+        beats = (workspace / "beat").read_text()
+        asyncio.run(asyncio.sleep(1))
+        assert (workspace / "beat").read_text() == beats  # it no longer runs
+        names = {c.name for c in sandbox.engine.listed()}
+        assert not {c.name for c in leftovers} & names
+    finally:
+        sandbox.close()
+
+
+def test_owners_are_told_apart_from_a_new_process_with_the_same_number() -> None:
+    me = this_owner()
+    assert owner_alive(me) is True
+    boot, namespace, pid, started = me.split(":")
+    assert owner_alive(f"{boot}:{namespace}:{pid}:{int(started) + 1}") is False
+    assert owner_alive(f"another-boot:{namespace}:{pid}:{started}") is None  # not ours to judge
+    assert owner_alive("garbage") is None
+
+
+def test_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match="one of image= and rootfs="):
+        ContainerSandbox(tmp_path / "ws")
+    with pytest.raises(ConfigurationError, match="'podman' or 'docker'"):
+        ContainerSandbox(tmp_path / "ws", image="x", engine="lxc")  # type: ignore[arg-type]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="apt-get install podman runc"):
+        ContainerSandbox(tmp_path / "ws", image="x")
+
+
+def test_rootless_on_cgroup_v1_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = Engine("podman", "/bin/false", rootless=True, cgroup_version=1)
+    monkeypatch.setattr(container, "find_engine", lambda choice: fake)
+    with pytest.raises(ConfigurationError, match="enforces no memory, CPU or process limit"):
+        ContainerSandbox(tmp_path / "ws", image="x")
+
+
+def test_docker_takes_an_image_not_a_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = Engine("docker", "/bin/false", rootless=False, cgroup_version=2)
+    monkeypatch.setattr(container, "find_engine", lambda choice: fake)
+    with pytest.raises(ConfigurationError, match="docker import - NAME"):
+        ContainerSandbox(tmp_path / "ws", rootfs=tmp_path)
+
+
+def test_a_workspace_the_engines_cannot_mount_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = Engine("podman", "/bin/false", rootless=False, cgroup_version=2)
+    monkeypatch.setattr(container, "find_engine", lambda choice: fake)
+    with pytest.raises(ConfigurationError, match="cannot mount"):
+        ContainerSandbox(tmp_path / "a:b", image="x")
+
+
+async def test_a_git_directory_the_engines_cannot_mount_stops_the_command(
+    kind: str, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "x:y" / ".git").mkdir(parents=True)
+    sandbox: SandboxBackend = make(kind, workspace)
+    try:
+        done = await sandbox.execute("echo ran")
+        assert done.output.startswith("[not run: the container engine cannot mount '/x:y/.git'")
+        assert done.exit_code is None
+    finally:
+        await asyncio.to_thread(sandbox.close)  # type: ignore[attr-defined]
+
+
+def test_the_image_name_reaches_docker(kind: str, tmp_path: Path) -> None:
+    sandbox = make(kind, tmp_path / "ws")
+    assert isinstance(sandbox, ContainerSandbox)
+    args = sandbox._run_args("n", "s", container._Plan((), (), (), ()))
+    assert args[-4:-3] == ([DOCKER_IMAGE] if kind == "docker" else [f"{sandbox.rootfs}:O"])
+    sandbox.close()
