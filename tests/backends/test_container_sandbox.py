@@ -244,3 +244,24 @@ def test_the_image_name_reaches_docker(kind: str, tmp_path: Path) -> None:
     args = sandbox._run_args("n", "s", container._Plan((), (), (), ()))
     assert args[-4:-3] == ([DOCKER_IMAGE] if kind == "docker" else [f"{sandbox.rootfs}:O"])
     sandbox.close()
+
+
+def test_the_command_runs_a_session_in_a_container(kind: str, tmp_path: Path) -> None:
+    from tests.cli.test_cli import environment, scripted, tether
+
+    project = tmp_path / "project"
+    project.mkdir()
+    command = "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo made > made.txt"
+    model = scripted(
+        project, "exec.json", [[{"tool": "execute", "args": {"command": command}}], "done"]
+    )
+    image = os.environ["TETHER_TEST_ROOTFS"] if kind == "podman" else DOCKER_IMAGE
+    env = environment(XDG_CONFIG_HOME=str(tmp_path / "config"), TETHER_ENGINE=kind)
+    args = ("run", "--yes", "--json", "--sandbox", "container", "--image", image)
+    done = tether(project, *args, "--model", model, "go", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "sleep 86400" in done.stdout  # the container's first process, not the host's
+    assert (project / "made.txt").read_text() == "made\n"
+    missing = tether(project, "run", "--sandbox", "container", "--model", model, "go", env=env)
+    assert missing.returncode == 2
+    assert "--sandbox container needs --image" in missing.stderr

@@ -120,6 +120,19 @@ def test_a_project_cannot_drop_the_users_denied_commands(repository: Path, home:
         ("network = true\n", "", {"network": True}, "network"),
         ("sandbox = true\n", "sandbox = false\n", {"sandbox": True}, "turns on `execute`"),
         ("sandbox = false\n", "sandbox = true\n", {}, ""),
+        (
+            'sandbox = "container"\nimage = "theirs"\n',
+            "sandbox = false\n",
+            {"sandbox": "container", "image": "theirs"},
+            "runs commands in a container of theirs",
+        ),
+        (
+            'image = "/tmp/their-tree"\n',
+            'image = "mine"\n',
+            {"image": "/tmp/their-tree"},
+            "of /tmp",
+        ),
+        ('image = "mine"\n', 'image = "mine"\n', {}, ""),
         ('safe_paths = ["/docs/**"]\n', 'safe_paths = ["/docs/**"]\n', {}, ""),
         (
             'safe_paths = ["/docs/**", "/**"]\n',

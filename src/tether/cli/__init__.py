@@ -328,6 +328,11 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
     add("--max-cost", type=float, metavar="USD", help="stop when the run has cost this much")
     add("--max-steps", type=int, metavar="N", help="stop after N model calls (default 200)")
     add("--timeout", type=float, metavar="SECONDS", help="stop after this long")
+    add(
+        "--image",
+        metavar="IMAGE",
+        help="the container's image, or a directory holding a root file system (podman)",
+    )
     add("--skills", action="append", metavar="DIR", help="a skills directory (repeatable)")
     add("--memory", action="append", metavar="FILE", help="a memory file (repeatable)")
     add(
@@ -340,9 +345,13 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
     sandbox = command.add_mutually_exclusive_group()
     sandbox.add_argument(
         "--sandbox",
-        action="store_true",
+        nargs="?",
+        const=True,
         default=None,
-        help="run commands in the bubblewrap sandbox, even as root",
+        type=_sandbox_kind,
+        metavar="container",
+        help="run commands in the bubblewrap sandbox, even as root; `--sandbox container` "
+        "runs them in a podman or docker container of --image",
     )
     sandbox.add_argument(
         "--no-sandbox",
@@ -351,6 +360,14 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
         default=None,
         help="no `execute` tool: the agent cannot run commands",
     )
+
+
+def _sandbox_kind(value: str) -> str:
+    if value != "container":
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: --sandbox takes no value but `container` (put the task before it)"
+        )
+    return value
 
 
 if __name__ == "__main__":  # pragma: no cover

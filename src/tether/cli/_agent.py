@@ -191,6 +191,8 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
         return FilesystemBackend(directory)
     if not wanted:
         return FilesystemBackend(directory)
+    if wanted == "container":
+        return _container(loaded, directory)
     try:
         return LocalSandbox(directory, network=settings.network)
     except ConfigurationError as why:
@@ -198,6 +200,24 @@ def _backend(loaded: Loaded, directory: Path, output: Output) -> Backend:
             raise
         output.notice(f"no `execute`: {why}", dim=True)  # why the sandbox cannot run here
         return FilesystemBackend(directory)
+
+
+def _container(loaded: Loaded, directory: Path) -> Backend:
+    from tether.backends.sandbox.container import ContainerSandbox
+
+    image = loaded.settings.image
+    if image is None:
+        raise ConfigurationError(
+            "--sandbox container needs --image: an image podman or docker knows, or a "
+            "directory holding a root file system (image = ... in tether.toml)"
+        )
+    network, engine = loaded.settings.network, loaded.settings.engine
+    if image.startswith(("/", ".", "~")):  # a path: a root file system
+        root = Path(image).expanduser()
+        if not root.is_dir():
+            raise ConfigurationError(f"--image {image}: no such directory")
+        return ContainerSandbox(directory, rootfs=root, network=network, engine=engine)
+    return ContainerSandbox(directory, image=image, network=network, engine=engine)
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ _SETTING_FLAGS = (
     "memory",
     "safe_paths",
     "sandbox",
+    "image",
     "mode",
     "base_url",
 )

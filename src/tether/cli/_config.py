@@ -62,6 +62,8 @@ ENVIRONMENT = {
     "TETHER_MAX_COST": "max_cost",
     "TETHER_TIMEOUT": "timeout",
     "TETHER_SANDBOX": "sandbox",
+    "TETHER_IMAGE": "image",
+    "TETHER_ENGINE": "engine",
     "TETHER_CHECKPOINTER": "checkpointer",
     "TETHER_MODE": "mode",
     "TETHER_BASE_URL": "base_url",
@@ -184,9 +186,15 @@ class Settings(BaseModel):
     """In US dollars, subagents included."""
     timeout: float | None = Field(None, gt=0)
     """In seconds."""
-    sandbox: StrictBool | Literal["auto"] = "auto"
-    """Run `execute` in the local bubblewrap sandbox: True, False (no `execute` tool), or
-    "auto" (the sandbox when it can run here, else no `execute`, with a notice)."""
+    sandbox: StrictBool | Literal["auto", "container"] = "auto"
+    """Run `execute` in the local bubblewrap sandbox: True, False (no `execute` tool),
+    "auto" (the sandbox when it can run here, else no `execute`, with a notice), or
+    "container" (a podman or docker container of `image`)."""
+    image: str | None = None
+    """The container's image (a name podman or docker knows), or a directory holding a
+    root file system (podman): for `sandbox = "container"`."""
+    engine: Literal["podman", "docker"] | None = None
+    """The container engine; unset, the first of podman and docker that works here."""
     network: StrictBool = False
     """Let sandboxed commands use the network."""
     skills: list[str] = []
@@ -514,7 +522,7 @@ def _why(model: str) -> str:
 
 
 _EXPECTED = {
-    "sandbox": 'true, false or "auto"',
+    "sandbox": 'true, false, "auto" or "container"',
     "network": "true or false",
     "mode": "one of " + ", ".join(MODES),
 }

@@ -80,8 +80,10 @@ def _more_runs(theirs: Settings, mine: Settings) -> dict[str, Any]:
         weakening["subagents"] = [s.model_dump(mode="json") for s in replaced]
     if theirs.network and not mine.network:
         weakening["network"] = True
-    if theirs.sandbox is True and mine.sandbox is False:  # "auto" makes one where it can
-        weakening["sandbox"] = True
+    if theirs.sandbox in (True, "container") and mine.sandbox is False:  # "auto" may not
+        weakening["sandbox"] = theirs.sandbox
+    if theirs.image is not None and theirs.image != mine.image:  # what its commands run on
+        weakening["image"] = theirs.image
     return weakening
 
 
@@ -175,6 +177,7 @@ _SAID: dict[str, Callable[[Any], str]] = {
     "sandbox": lambda _: (
         "turns on `execute` (commands in the sandbox), which your settings leave off"
     ),
+    "image": lambda image: f"runs commands in a container of {image}",
 }
 """How each weakening setting is said."""
 
