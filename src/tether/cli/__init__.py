@@ -84,7 +84,20 @@ def _with_command(argv: Sequence[str]) -> list[str]:
     given = list(argv)
     if not any(word in _COMMANDS or word in ("-h", "--help", "--version") for word in given):
         given.insert(0, "chat")
-    return given
+    return _sandbox_words(given)
+
+
+def _sandbox_words(argv: list[str]) -> list[str]:
+    """`--sandbox container` as one word, and a bare `--sandbox` as the flag it was
+    before it took a value: `tether --sandbox "fix the tests"` keeps its task."""
+    words: list[str] = []
+    for index, word in enumerate(argv):
+        if word == "--sandbox" and "--" not in argv[:index]:
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            words.append("--sandbox=" + ("container" if following == "container" else "bwrap"))
+        elif not (word == "container" and words[-1:] == ["--sandbox=container"]):
+            words.append(word)
+    return words
 
 
 def _one_line(message: Warning | str, *_: Any, **__: Any) -> None:
@@ -362,12 +375,10 @@ def _setting_options(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _sandbox_kind(value: str) -> str:
-    if value != "container":
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: --sandbox takes no value but `container` (put the task before it)"
-        )
-    return value
+def _sandbox_kind(value: str) -> str | bool:
+    if value not in ("container", "bwrap"):
+        raise argparse.ArgumentTypeError(f"{value!r}: --sandbox takes `container` or nothing")
+    return True if value == "bwrap" else value
 
 
 if __name__ == "__main__":  # pragma: no cover
