@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -148,21 +149,16 @@ def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_righ
     )
     child = subprocess.Popen([sys.executable, "-c", script], env=os.environ)
     try:
-        for _ in range(600):
-            if (workspace / "beat").exists():
-                break
-            child.poll()
-            assert child.returncode is None
-            time.sleep(0.1)
-        child.send_signal(signal.SIGKILL)  # no close, no atexit: the container stays
+        _wait_for(lambda: (workspace / "beat").exists() or child.poll() is not None)
+        assert child.poll() is None
+        child.send_signal(signal.SIGKILL)  # no close, no atexit: only its watcher is left
     finally:
         child.wait()
+    # Its command stops: the watcher removes its container once its pipe closes.
+    _wait_for(lambda: _still_beating(workspace / "beat") is False)
     sandbox = make(kind, workspace)
     assert isinstance(sandbox, ContainerSandbox)
     try:
-        listed = sandbox.engine.listed()
-        leftovers = [c for c in listed if owner_alive(c.labels["tether.owner"]) is False]
-        assert leftovers  # the killed one's container still runs its command
 
         async def next_command() -> str:
             return (await sandbox.execute("echo next")).output
@@ -171,13 +167,25 @@ def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_righ
         assert "next" in output
         assert "tether renamed" in output  # what its command made is disabled
         assert not (workspace / "sub" / ".git").exists()
-        beats = (workspace / "beat").read_text()
-        asyncio.run(asyncio.sleep(1))
-        assert (workspace / "beat").read_text() == beats  # it no longer runs
-        names = {c.name for c in sandbox.engine.listed()}
-        assert not {c.name for c in leftovers} & names
+        dead = [
+            c for c in sandbox.engine.listed() if owner_alive(c.labels["tether.owner"]) is False
+        ]
+        assert not dead
     finally:
         sandbox.close()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _still_beating(beat: Path) -> bool:
+    before = beat.read_text()
+    time.sleep(1)
+    return beat.read_text() != before
 
 
 def test_owners_are_told_apart_from_a_new_process_with_the_same_number() -> None:
@@ -265,3 +273,49 @@ def test_the_command_runs_a_session_in_a_container(kind: str, tmp_path: Path) ->
     missing = tether(project, "run", "--sandbox", "container", "--model", model, "go", env=env)
     assert missing.returncode == 2
     assert "--sandbox container needs --image" in missing.stderr
+
+
+async def test_a_read_only_path_a_command_turned_into_a_link_mounts_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key").write_text("the host's key")
+    sandbox = make(kind, tmp_path / "ws", read_only=["/config"])
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        await sandbox.execute(f"ln -s {secret} config")
+        done = await sandbox.execute(f"cat config/key {secret}/key 2>&1; ls {secret} 2>&1")
+        assert "the host's key" not in done.output
+        assert "key" not in done.output.replace("config/key", "").replace("/key:", ""), done
+    finally:
+        await asyncio.to_thread(sandbox.close)
+
+
+async def test_a_mount_that_is_not_what_the_scan_found_stops_the_command(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine resolves each mount's source after tether's scan: what the container
+    got is checked against what the scan found, from inside, with no link followed."""
+    from tether.backends.sandbox import gitdirs
+
+    workspace = tmp_path / "ws"
+    (workspace / "sub" / ".git").mkdir(parents=True)
+    scan = gitdirs.scan
+
+    def swapped(*args: object) -> gitdirs.GitScan:
+        found = scan(*args)  # type: ignore[arg-type]
+        found.paths = {path: (dev, ino + 1) for path, (dev, ino) in found.paths.items()}
+        return found
+
+    monkeypatch.setattr(gitdirs, "scan", swapped)
+    sandbox = make(kind, workspace)
+    assert isinstance(sandbox, ContainerSandbox)
+    try:
+        done = await sandbox.execute("echo ran")
+        assert "ran" not in done.output
+        assert "the workspace changed while the container started" in done.output
+        assert "/sub/.git is not what was found there" in done.output
+        assert not sandbox._running
+    finally:
+        await asyncio.to_thread(sandbox.close)

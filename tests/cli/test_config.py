@@ -33,7 +33,10 @@ def test_a_flag_beats_the_environment_which_beats_the_file(tmp_path: Path) -> No
         ('model = "bogus"', "model (tether.toml): cannot tell the provider of model 'bogus'"),
         ('model = "mistral:large"', "unknown model provider 'mistral'"),
         ('checkpointer = "mysql://x"', "'mysql://x' is no database tether keeps threads in"),
-        ('sandbox = "yes"', """sandbox (tether.toml) must be true, false, "auto" or "container", got 'yes'"""),
+        (
+            'sandbox = "yes"',
+            """sandbox (tether.toml) must be true, false, "auto" or "container", got 'yes'""",
+        ),
         ("network = 1", "network (tether.toml) must be true or false, got 1"),
     ],
 )

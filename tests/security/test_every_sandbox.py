@@ -218,12 +218,20 @@ async def test_no_capability_no_setuid_file_no_user_namespace_no_keyring(
         "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
         'print("keyctl", l.syscall(250, 0, -4, 0, 0, 0), ctypes.get_errno())\'; '
         'python3 -c \'import threading; t = threading.Thread(target=print, args=("threads",));'
-        " t.start(); t.join()'; echo done"
+        " t.start(); t.join()'; "
+        "python3 -c 'import os; os.open(\"empty\", os.O_CREAT | os.O_WRONLY, 0o4755)'; "
+        "python3 -c 'import os; os.open(\".\", os.O_TMPFILE | os.O_WRONLY, 0o2755)' "
+        "&& echo made-unnamed; "
+        "python3 -c 'import socket; socket.socket(40, socket.SOCK_STREAM); print(\"vsock\")'; "
+        "echo done"
     )
     lines = done.output.splitlines()
     assert all(line.endswith("0000000000000000") for line in lines[:3]), done.output
-    for name in ("rootshell", "made"):
-        assert not (project / name).stat().st_mode & 0o6000, name
+    assert not (project / "rootshell").stat().st_mode & 0o6000
+    for name in ("made", "empty"):  # made with those bits: refused
+        assert not (project / name).exists(), name
+    assert "made-unnamed" not in done.output
+    assert "vsock\n" not in done.output  # a vsock reaches the hypervisor, whatever the network
     assert "made-" not in done.output
     assert "keyctl -1 1\n" in done.output  # EPERM
     assert "threads" in done.output  # clone3 refused so that clone is used: threads work

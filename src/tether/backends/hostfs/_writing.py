@@ -60,8 +60,8 @@ class Written:
         try:
             with os.fdopen(self.fd, "wb", closefd=False) as file:
                 file.write(data)
-            if like is not None:
-                os.fchmod(self.fd, stat.S_IMODE(like.st_mode))
+            if like is not None:  # never a setuid or setgid bit: a command may have set it
+                os.fchmod(self.fd, stat.S_IMODE(like.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
             if os.geteuid() == 0:
                 owner = like if like is not None else os.fstat(directory)
                 os.fchown(self.fd, owner.st_uid, owner.st_gid)

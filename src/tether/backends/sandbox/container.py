@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, finished
-from tether.backends.hostfs import state_home
+from tether.backends.hostfs import Root, state_home
 from tether.backends.sandbox import gitdirs, records
 from tether.backends.sandbox.base import ExecResult, current_session
 from tether.backends.sandbox.command import Outcome
@@ -52,6 +52,7 @@ from tether.backends.sandbox.engines import (
     find_engine,
     owner_alive,
     this_owner,
+    watch_owner,
 )
 from tether.backends.sandbox.local import (
     WORKSPACE,
@@ -80,7 +81,7 @@ class _Plan:
     """What a container's mounts protect: fixed when it starts."""
 
     git: tuple[tuple[str, gitdirs.Identity], ...]
-    read_only: tuple[str, ...]
+    read_only: tuple[tuple[str, gitdirs.Identity], ...]
     hidden_dirs: tuple[str, ...]
     hidden_files: tuple[str, ...]
 
@@ -250,11 +251,11 @@ class ContainerSandbox(_Shell):
         right what its command made, and have the session's container running with the
         mounts the workspace needs now."""
         notes: list[str] = []
-        if not self._swept:
+        if not self._swept or records.orphaned(self.host):  # before anything is looked at
             notes += self._sweep(session)
             self._swept = True
         notes += records.recover(self.host)
-        hidden = {path for path in self.hidden if self._kind(path) == "dir"}
+        hidden = {path for path in self.hidden if self._found(path)[0] == "dir"}
         known = gitdirs.scan(self.host, frozenset(hidden))
         if known.unprotectable:
             return (
@@ -266,15 +267,19 @@ class ContainerSandbox(_Shell):
             return "the workspace changed while it was searched for git directories; run it again"
         plan = _Plan(
             git=tuple(sorted(known.paths.items())),
-            read_only=tuple(p for p in self.read_only if self._kind(p) is not None),
+            # A symbolic link is nothing to protect (the engine would mount its target)
+            read_only=tuple(
+                (path, found[1])
+                for path in self.read_only
+                if (found := self._found(path))[0] in ("dir", "file") and found[1] is not None
+            ),
             hidden_dirs=tuple(sorted(hidden)),
-            hidden_files=tuple(p for p in self.hidden if self._kind(p) == "file"),
+            hidden_files=tuple(p for p in self.hidden if self._found(p)[0] == "file"),
         )
         unmountable = [
             path
             for path in (
-                *(p for p, _ in plan.git),
-                *plan.read_only,
+                *(p for p, _ in (*plan.git, *plan.read_only)),
                 *plan.hidden_dirs,
                 *plan.hidden_files,
             )
@@ -340,12 +345,23 @@ class ContainerSandbox(_Shell):
             oldest = next(iter(self._running))
             self._drop(oldest)
         name = f"tether-{uuid.uuid4().hex[:16]}"
+        watch_owner(self.engine)
         done = self.engine.run(*self._run_args(name, session, plan), timeout=120)
         if done.returncode != 0:
             self.engine.remove(name)
             message = (done.stderr.strip() or done.stdout.strip())[-500:]
             raise ConfigurationError(f"the container could not start: {message}")
-        running = _Running(name, plan, _cgroups_of(self.engine, name))
+        _, pid, _ = self.engine.state(name)
+        wrong = "its first process is gone" if pid is None else _misplaced(pid, self.host, plan)
+        if wrong is not None:
+            # The engine resolves each mount's source again, after the scan: something
+            # changed the workspace meanwhile (a process of a tether that was killed).
+            self.engine.remove(name)
+            raise ConfigurationError(
+                f"the workspace changed while the container started ({wrong}); run it again"
+            )
+        assert pid is not None
+        running = _Running(name, plan, _cgroups_of(pid))
         self._running[session] = running
         return running
 
@@ -379,7 +395,7 @@ class ContainerSandbox(_Shell):
         ]  # fmt: skip
         for path, _ in plan.git:
             args += ["--volume", f"{self.root}{path}:{WORKSPACE}{path}:ro"]
-        for path in plan.read_only:
+        for path, _ in plan.read_only:
             args += ["--volume", f"{self.root}{path}:{WORKSPACE}{path}:ro"]
         # podman fills a tmpfs with what the directory under it holds unless told not to
         empty = ",notmpcopyup" if self.engine.name == "podman" else ""
@@ -421,16 +437,18 @@ class ContainerSandbox(_Shell):
         self.engine.remove(*gone)
         return notes
 
-    def _kind(self, path: str) -> str | None:
+    def _found(self, path: str) -> tuple[str | None, gitdirs.Identity | None]:
+        """What `path` is ("dir", "file", "other" or None), and its identity."""
         try:
             found = self.host.lstat(path)
         except OSError:
-            return None
+            return None, None
         if found is None:
-            return None
-        if stat.S_ISDIR(found.st_mode):
-            return "dir"
-        return "file" if stat.S_ISREG(found.st_mode) else "other"
+            return None, None
+        kind = "dir" if stat.S_ISDIR(found.st_mode) else "file"
+        if not stat.S_ISDIR(found.st_mode) and not stat.S_ISREG(found.st_mode):
+            kind = "other"
+        return kind, (found.st_dev, found.st_ino)
 
 
 _LIVE: weakref.WeakSet[ContainerSandbox] = weakref.WeakSet()
@@ -494,13 +512,56 @@ def _hard_limit(name: str, most: int) -> int:
     return most if hard == resource.RLIM_INFINITY else min(hard, most)
 
 
-def _cgroups_of(engine: Engine, name: str) -> dict[str, str]:
+def _misplaced(pid: int, host: Root, plan: _Plan) -> str | None:
+    """What the container at `pid` has mounted other than the plan says, seen from inside
+    it with no symbolic link followed; None when all is in place."""
+    top = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        workspace = _beneath(top, WORKSPACE)
+        if _identity(workspace) != _identity(os.fstat(host.fd)):
+            return f"{WORKSPACE} is not the workspace"
+        for path, identity in (*plan.git, *plan.read_only):
+            if _identity(_beneath(top, WORKSPACE + path)) != identity:
+                return f"{path} is not what was found there"
+        for path in plan.hidden_dirs:  # a file system of its own over it
+            found = _beneath(top, WORKSPACE + path)
+            if not stat.S_ISDIR(found.st_mode) or found.st_dev == workspace.st_dev:
+                return f"{path} is not hidden"
+        for path in plan.hidden_files:
+            if not stat.S_ISCHR(_beneath(top, WORKSPACE + path).st_mode):
+                return f"{path} is not hidden"
+    except OSError as exc:
+        return f"{exc.strerror}: {exc.filename or 'a mount'}"
+    finally:
+        os.close(top)
+    return None
+
+
+def _beneath(top: int, path: str) -> os.stat_result:
+    """`path` below the directory `top`, each of its components reached without
+    following a symbolic link."""
+    parts = [part for part in path.split("/") if part]
+    directory = top
+    try:
+        for part in parts[:-1]:
+            below = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
+            if directory != top:
+                os.close(directory)
+            directory = below
+        return os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+    finally:
+        if directory != top:
+            os.close(directory)
+
+
+def _identity(st: os.stat_result) -> gitdirs.Identity:
+    return (st.st_dev, st.st_ino)
+
+
+def _cgroups_of(pid: int) -> dict[str, str]:
     """The directories of the container's cgroups (memory, pids), found from its first
     process: read to count out-of-memory kills and find what a command left."""
-    _, pid, _ = engine.state(name)
     found: dict[str, str] = {}
-    if pid is None:
-        return found
     with contextlib.suppress(OSError), open(f"/proc/{pid}/cgroup", encoding="utf-8") as source:
         for line in source:
             _, controllers, path = line.rstrip("\n").split(":", 2)

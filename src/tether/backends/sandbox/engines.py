@@ -20,7 +20,15 @@ from typing import Literal
 
 from tether.errors import ConfigurationError
 
-__all__ = ["ENGINES", "Container", "Engine", "find_engine", "owner_alive", "this_owner"]
+__all__ = [
+    "ENGINES",
+    "Container",
+    "Engine",
+    "find_engine",
+    "owner_alive",
+    "this_owner",
+    "watch_owner",
+]
 
 ENGINES = ("podman", "docker")
 EngineName = Literal["podman", "docker"]
@@ -153,6 +161,32 @@ def _probe(name: EngineName, path: str) -> tuple[Engine | None, str]:
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1][:300] if lines else "no message"
+
+
+# Waits for this process's end (the end of its pipe), then removes its containers.
+_WATCHER = (
+    'cat >/dev/null; ids=$("$0" ps --all --quiet --no-trunc --filter "label=tether.owner=$1"); '
+    '[ -z "$ids" ] || "$0" rm --force $ids >/dev/null 2>&1'
+)
+_WATCHERS: dict[tuple[str, str | None], subprocess.Popen[bytes]] = {}
+
+
+def watch_owner(engine: Engine) -> None:
+    """Make sure the containers this process starts on `engine` are removed when it ends,
+    however it ends (`kill -9` too): a watcher in a session of its own holds a pipe from
+    this process, and removes them once the pipe closes. A command of a tether that was
+    killed would otherwise run on, with no time limit, in the workspace."""
+    key = (engine.path, os.environ.get("DOCKER_HOST") or os.environ.get("CONTAINER_HOST"))
+    watcher = _WATCHERS.get(key)
+    if watcher is not None and watcher.poll() is None:
+        return
+    _WATCHERS[key] = subprocess.Popen(
+        ["/bin/sh", "-c", _WATCHER, engine.path, this_owner()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not in this process's group: a kill of the group spares it
+    )
 
 
 @functools.cache

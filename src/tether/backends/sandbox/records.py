@@ -27,7 +27,7 @@ from pathlib import Path
 from tether.backends.hostfs import Root, state_home, try_lock
 from tether.backends.sandbox import gitdirs
 
-__all__ = ["drop", "lock_workspace", "recover", "recover_at_start", "try_lock", "write"]
+__all__ = ["drop", "lock_workspace", "orphaned", "recover", "recover_at_start", "try_lock", "write"]
 
 _log = logging.getLogger("tether.sandbox")
 
@@ -103,6 +103,20 @@ def recover(host: Root) -> list[str]:
     for note in notes:
         _log.warning("%s", note)
     return notes
+
+
+def orphaned(host: Root) -> bool:
+    """Whether a command of this workspace never finished: its tether is gone and its
+    record left (a container's command may still run then)."""
+    try:
+        names = os.listdir(directory := _directory(host))
+    except OSError:
+        return False
+    for name in names:
+        record = _read_record(directory / name)
+        if record is not None and record.workspace == host.path and not _alive(record):
+            return True
+    return False
 
 
 def recover_at_start(host: Root) -> list[str]:

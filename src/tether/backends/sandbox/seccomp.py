@@ -11,8 +11,13 @@
   EPERM): a command owns the files it makes in the workspace, and a setuid file there
   would run as that owner (root, when root owns the workspace) for whoever starts it on
   the host. Writing to a file clears those bits anyway, so `open` needs no rule.
+  A file made with those bits (`open`, `openat`, `creat`, `mknod` with O_CREAT and
+  such a mode) is refused too: empty, it keeps them until something writes to it, and
+  root's writes do not clear them.
 - No kernel keyrings (`add_key`, `request_key`, `keyctl`): the keys of the user a
   command runs as are that user's secrets on the host too.
+- No vsock sockets (AF_VSOCK): they reach the hypervisor of a virtual machine and
+  ignore network namespaces, so "no network" would not hold without this.
 
 System calls of another architecture (32-bit ones on a 64-bit kernel) fail with EPERM,
 so they cannot go around the filter. A classic BPF program of a few dozen instructions,
@@ -39,17 +44,29 @@ class _Calls:
     unshare: int
     clone: int
     keys: tuple[int, ...]  # add_key, request_key, keyctl
-    mode_in_arg1: tuple[int, ...]  # chmod (where there is one), fchmod
-    mode_in_arg2: tuple[int, ...]  # fchmodat, fchmodat2
+    mode_in_arg1: tuple[int, ...]  # chmod (where there is one), fchmod, creat, mknod
+    mode_in_arg2: tuple[int, ...]  # fchmodat, fchmodat2, mknodat
+    socket: int
+    open_flags_mode: tuple[tuple[int, int], ...]  # (call, argument of its flags): open, openat
 
 
 _FCHMODAT2 = 452  # the same number everywhere
 _MACHINES = {
-    "x86_64": _Calls(0xC000003E, 272, 56, (248, 249, 250), (90, 91), (268, _FCHMODAT2)),
-    "aarch64": _Calls(0xC00000B7, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2)),
-    "riscv64": _Calls(0xC00000F3, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2)),
-}
+    "x86_64": _Calls(
+        0xC000003E, 272, 56, (248, 249, 250), (90, 91, 85, 133), (268, _FCHMODAT2, 259),
+        41, ((2, 1), (257, 2)),
+    ),
+    "aarch64": _Calls(
+        0xC00000B7, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2, 33), 198, ((56, 2),)
+    ),
+    "riscv64": _Calls(
+        0xC00000F3, 97, 220, (217, 218, 219), (52,), (53, _FCHMODAT2, 33), 198, ((56, 2),)
+    ),
+}  # fmt: skip
+_AF_VSOCK = 40
+_MAKES_A_FILE = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE
 _CLONE3 = 435
+_OPENAT2 = 437
 _CLONE_NEWUSER = 0x10000000
 _SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 _X32_BIT = 0x40000000  # x86_64's x32 calls: the same numbers with this bit set
@@ -102,6 +119,7 @@ def command_filter(machine: str | None = None) -> bytes:
     p.op(_LOAD, _NR)
     p.op(_JGE, _X32_BIT, "deny")
     p.op(_JEQ, _CLONE3, "no-such-call")
+    p.op(_JEQ, _OPENAT2, "no-such-call")  # its mode is in a struct a filter cannot read
     p.op(_JEQ, calls.unshare, "namespace-flags")
     p.op(_JEQ, calls.clone, "namespace-flags")
     for number in calls.keys:
@@ -110,11 +128,24 @@ def command_filter(machine: str | None = None) -> bytes:
         p.op(_JEQ, number, "mode-in-arg1")
     for number in calls.mode_in_arg2:
         p.op(_JEQ, number, "mode-in-arg2")
+    p.op(_JEQ, calls.socket, "socket-family")
+    for number, flags in calls.open_flags_mode:
+        p.op(_JEQ, number, f"open-flags-in-arg{flags}")
     p.op(_RETURN, _ALLOW)
+    p.label("socket-family")
+    p.op(_LOAD, _arg(0))
+    p.op(_JEQ, _AF_VSOCK, "deny")
+    p.op(_RETURN, _ALLOW)
+    for flags in sorted({flags for _, flags in calls.open_flags_mode}):
+        p.label(f"open-flags-in-arg{flags}")  # a new file's mode follows its flags
+        p.op(_LOAD, _arg(flags))
+        p.op(_JSET, _MAKES_A_FILE, f"mode-in-arg{flags + 1}")
+        p.op(_RETURN, _ALLOW)
     for name, offset, bits in (
         ("namespace-flags", _arg(0), _CLONE_NEWUSER),
         ("mode-in-arg1", _arg(1), _SET_ID_BITS),
         ("mode-in-arg2", _arg(2), _SET_ID_BITS),
+        ("mode-in-arg3", _arg(3), _SET_ID_BITS),
     ):
         p.label(name)
         p.op(_LOAD, offset)
@@ -152,12 +183,16 @@ def container_profile() -> dict[str, object]:
 
     rules = [
         deny(list(_CONTAINER_DENIED)),
-        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS, "args": []},
+        {"names": ["clone3", "openat2"], "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS},
         deny(["unshare", "clone"], masked(0, _CLONE_NEWUSER)),
     ]
+    rules.append(deny(["socket"], [{"index": 0, "value": _AF_VSOCK, "op": "SCMP_CMP_EQ"}]))
     for bit in (0o4000, 0o2000):  # S_ISUID, S_ISGID: each a rule (masked equality)
-        rules.append(deny(["chmod", "fchmod"], masked(1, bit)))
-        rules.append(deny(["fchmodat", "fchmodat2"], masked(2, bit)))
+        rules.append(deny(["chmod", "fchmod", "creat", "mknod"], masked(1, bit)))
+        rules.append(deny(["fchmodat", "fchmodat2", "mknodat"], masked(2, bit)))
+        for made in (0o100, 0o20000000):  # O_CREAT, __O_TMPFILE: the mode then counts
+            rules.append(deny(["open"], masked(1, made) + masked(2, bit)))
+            rules.append(deny(["openat"], masked(2, made) + masked(3, bit)))
     architecture = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}
     machine = platform.machine()
     if machine not in architecture:
