@@ -84,6 +84,7 @@ bench: $(STAMP) $(BENCH_STAMP) system-deps
 	$(BIN)/python bench/subagents.py 200
 	$(BIN)/python bench/serve.py 10
 	$(BIN)/python bench/session.py
+	containers="$$(scripts/containers-for-tests.sh)" && env $$containers $(BIN)/python bench/sandboxes.py 20
 	$(BIN)/python bench/run.py --report  # RESULTS.md again, with every part's latest numbers
 
 # A real OpenAI-compatible server, llama-cpp-python's, serving SmolLM2-135M (the weights

@@ -30,6 +30,8 @@ from typing import Any
 import scenarios
 import session
 
+import sandboxes
+
 HERE = Path(__file__).resolve().parent
 SIDES = {
     "tether": (sys.executable, HERE / "tether_side.py"),
@@ -333,6 +335,8 @@ def report(results: dict[str, Any], big: int, agents: int) -> str:
     lines += ["", *goals_table(results)]
     if (HERE / "session.json").exists():
         lines += ["", *session.table(json.loads((HERE / "session.json").read_text()))]
+    if (HERE / "sandboxes.json").exists():
+        lines += ["", *sandboxes.table(json.loads((HERE / "sandboxes.json").read_text()))]
     prompt = runs["prompt"]
     lines += ["", *prompt_table(prompt), ""]
     lines += [

@@ -108,3 +108,20 @@ def test_the_server_bench_runs_and_reads_every_event(tmp_path: Path) -> None:
     result = json.loads(output.read_text())
     assert result["events_a_run"]["sse"] >= result["events_a_run"]["stream"]
     assert result["ms_a_step"]["served"] > 0
+
+
+def test_the_sandbox_bench_times_each_backend_against_the_unsafe_shell() -> None:
+    import asyncio
+
+    import sandboxes
+
+    first, later = asyncio.run(sandboxes.round_trips("unsafe", 2))
+    assert 0 < later and 0 < first
+    result = {
+        "commands": 2,
+        "ms": {"unsafe": {"first": 2.0, "later": 1.0}, "local": {"first": 20.0, "later": 9.0}},
+        "missing": {"docker": "needs docker"},
+    }
+    rows = sandboxes.table(result)
+    assert "| LocalSandbox (bubblewrap) | 20.0 ms | 10x | 9.0 ms | 9x |" in rows
+    assert any("not measured: needs docker" in row for row in rows)

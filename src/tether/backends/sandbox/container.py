@@ -51,6 +51,8 @@ from tether.backends.sandbox.engines import (
     EngineName,
     find_engine,
     owner_alive,
+    process_key,
+    process_key_alive,
     this_owner,
     watch_owner,
 )
@@ -90,6 +92,7 @@ class _Plan:
 class _Running:
     name: str
     plan: _Plan
+    first: str  # its first process, by pid and start time (see `engines.process_key`)
     cgroups: dict[str, str] = field(default_factory=dict)  # controller: directory
 
 
@@ -291,7 +294,7 @@ class ContainerSandbox(_Shell):
                 "character in its name), which tether keeps read-only to commands: rename it"
             )
         running = self._running.get(session)
-        if running is not None and not self.engine.state(running.name)[0]:
+        if running is not None and not process_key_alive(running.first):
             notes.append("its container had stopped; a fresh one was started")
             self._drop(session)
             running = None
@@ -361,7 +364,7 @@ class ContainerSandbox(_Shell):
                 f"the workspace changed while the container started ({wrong}); run it again"
             )
         assert pid is not None
-        running = _Running(name, plan, _cgroups_of(pid))
+        running = _Running(name, plan, process_key(pid), _cgroups_of(pid))
         self._running[session] = running
         return running
 

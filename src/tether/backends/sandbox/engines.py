@@ -26,6 +26,8 @@ __all__ = [
     "Engine",
     "find_engine",
     "owner_alive",
+    "process_key",
+    "process_key_alive",
     "this_owner",
     "watch_owner",
 ]
@@ -208,6 +210,18 @@ def owner_alive(owner: str) -> bool | None:
     if boot != _boot_id() or namespace != _pid_namespace(os.getpid()):
         return None
     return _started(int(pid)) == started != ""
+
+
+def process_key(pid: int) -> str:
+    """A process of this machine, by its pid and start time: no other has both."""
+    return f"{pid}:{_started(pid)}"
+
+
+def process_key_alive(key: str) -> bool:
+    """Whether the process `process_key` named still runs (read from /proc: no engine
+    call, so each command can ask)."""
+    pid, _, started = key.partition(":")
+    return pid.isdigit() and started != "" and _started(int(pid)) == started
 
 
 @functools.cache
