@@ -127,7 +127,7 @@ def test_an_agents_commands_share_the_threads_container(kind: str, tmp_path: Pat
         sandbox.close()
 
 
-def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_right(
+def test_a_killed_tethers_container_stops_and_its_thread_takes_it_back(
     kind: str, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
@@ -140,7 +140,7 @@ def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_righ
         sandbox = make({kind!r}, __import__("pathlib").Path({str(workspace)!r}))
         async def main():
             await sandbox.execute(
-                "mkdir -p sub/.git/objects sub/.git/refs && "
+                "echo installed > /var/tmp/mark; mkdir -p sub/.git/objects sub/.git/refs && "
                 "echo 'ref: refs/heads/main' > sub/.git/HEAD; echo ready; "
                 "while :; do echo alive >> beat; sleep 0.2; done"
             )
@@ -154,23 +154,29 @@ def test_a_container_left_by_a_killed_tether_is_removed_and_its_command_put_righ
         child.send_signal(signal.SIGKILL)  # no close, no atexit: only its watcher is left
     finally:
         child.wait()
-    # Its command stops: the watcher removes its container once its pipe closes.
+    # Its command stops: the watcher stops its container once its pipe closes.
     _wait_for(lambda: _still_beating(workspace / "beat") is False)
     sandbox = make(kind, workspace)
     assert isinstance(sandbox, ContainerSandbox)
     try:
 
-        async def next_command() -> str:
-            return (await sandbox.execute("echo next")).output
+        async def commands() -> tuple[str, str]:
+            mine = await sandbox.execute(
+                "cat /var/tmp/mark; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; "
+                "echo; done 2>/dev/null | grep -c 'alive[ ]>>'"
+            )
+            with session("another thread"):
+                other = await sandbox.execute("cat /var/tmp/mark 2>&1")
+            return mine.output, other.output
 
-        output = asyncio.run(next_command())
-        assert "next" in output
-        assert "tether renamed" in output  # what its command made is disabled
+        mine, other = asyncio.run(commands())
+        assert "installed" in mine  # the same container, its files kept
+        assert "this thread's container, left when its tether ended, was started again" in mine
+        assert mine.split("installed\n")[1].split()[0] == "0"  # nothing of the old run runs
+        assert "tether renamed" in mine  # what its command made is disabled
         assert not (workspace / "sub" / ".git").exists()
-        dead = [
-            c for c in sandbox.engine.listed() if owner_alive(c.labels["tether.owner"]) is False
-        ]
-        assert not dead
+        assert "installed" not in other  # another thread's container is its own
+        assert list(_names(sandbox)) == ["default", "another thread"]
     finally:
         sandbox.close()
 

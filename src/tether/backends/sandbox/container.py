@@ -17,8 +17,10 @@ first process runs as another user, which a command can neither signal nor trace
 
 The mounts are fixed when a container starts: when the workspace's git directories or
 protected paths change, the thread's container is replaced (and the result says so).
-A container outlives a tether killed with `kill -9`: the next start on this engine
-takes it back for its thread or removes it, and disables what its last command made.
+When tether ends, however it ends, a watcher stops its containers (see `engines`): a
+command of a tether killed with `kill -9` does not run on. The next sandbox on the
+workspace disables what that command made, and a run of the same thread takes the
+container back, with its files; one stopped for a day is removed.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ from tether.backends.sandbox.engines import (
     LABEL,
     Engine,
     EngineName,
+    claim,
     find_engine,
     owner_alive,
+    owner_of,
     process_key,
     process_key_alive,
     this_owner,
-    watch_owner,
+    watch,
 )
 from tether.backends.sandbox.local import (
     WORKSPACE,
@@ -76,6 +80,7 @@ _KEEPALIVE = ("/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wa
 _WRAPPER = '/bin/sh -c "$1" </dev/null; status=$?; kill -9 -1 2>/dev/null; exit $status'
 _OTHER_USER = 65534
 _MEMORY_LOOK_SECONDS = 0.1
+_KEPT = 24 * 3600  # how long a stopped container of a tether that is gone is kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +171,7 @@ class ContainerSandbox(_Shell):
         self._running: OrderedDict[str, _Running] = OrderedDict()
         self._serial: asyncio.Lock | None = None
         self._swept = False
+        self._orphans: dict[str, str] = {}  # a killed tether's containers, by session
         _LIVE.add(self)
 
     # -- the public face -----------------------------------------------------------
@@ -255,7 +261,7 @@ class ContainerSandbox(_Shell):
         mounts the workspace needs now."""
         notes: list[str] = []
         if not self._swept or records.orphaned(self.host):  # before anything is looked at
-            notes += self._sweep(session)
+            self._sweep()
             self._swept = True
         notes += records.recover(self.host)
         hidden = {path for path in self.hidden if self._found(path)[0] == "dir"}
@@ -305,11 +311,13 @@ class ContainerSandbox(_Shell):
             )
             self._drop(session)
             running = None
-        if running is None:
-            try:
+        try:
+            if running is None:
+                running = self._adopt(session, plan, notes)
+            if running is None:
                 running = self._start(session, plan)
-            except ConfigurationError as exc:
-                return str(exc)
+        except ConfigurationError as exc:
+            return str(exc)
         self._running.move_to_end(session)
         record = records.write(self.host, known, hidden)
         return running, known, record, notes
@@ -348,12 +356,16 @@ class ContainerSandbox(_Shell):
             oldest = next(iter(self._running))
             self._drop(oldest)
         name = f"tether-{uuid.uuid4().hex[:16]}"
-        watch_owner(self.engine)
+        watch(self.engine, name)
         done = self.engine.run(*self._run_args(name, session, plan), timeout=120)
         if done.returncode != 0:
             self.engine.remove(name)
             message = (done.stderr.strip() or done.stdout.strip())[-500:]
             raise ConfigurationError(f"the container could not start: {message}")
+        return self._running_as_planned(session, name, plan)
+
+    def _running_as_planned(self, session: str, name: str, plan: _Plan) -> _Running:
+        """The session's container `name`, just started, once its mounts are checked."""
         _, pid, _ = self.engine.state(name)
         wrong = "its first process is gone" if pid is None else _misplaced(pid, self.host, plan)
         if wrong is not None:
@@ -378,6 +390,7 @@ class ContainerSandbox(_Shell):
             "--label", f"{LABEL}=1",
             "--label", f"tether.workspace={self._workspace_key}",
             "--label", f"tether.session={_digest(session)}",
+            "--label", f"tether.plan={_digest(repr(plan))}",
             "--label", f"tether.owner={this_owner()}",
             *(() if self.network else ("--network", "none")),
             "--memory", memory, "--memory-swap", memory,
@@ -422,23 +435,56 @@ class ContainerSandbox(_Shell):
         if running is not None:
             self.engine.remove(running.name)
 
-    def _sweep(self, session: str) -> list[str]:
-        """Remove the containers tethers that were killed left behind (on this machine);
-        this thread's own on this workspace is removed too, and said so."""
-        notes, gone = [], []
+    def _sweep(self) -> None:
+        """Deal with the containers of tethers that are gone (on this machine): stop one
+        that still runs (its watcher died too), keep this workspace's for their threads
+        to take back (`_adopt`), remove those stopped for longer than a day."""
+        stopping, gone = [], []
         for container in self.engine.listed():
-            alive = owner_alive(container.labels.get("tether.owner", ""))
-            if alive is not False:
+            if owner_alive(owner_of(container)) is not False:
                 continue  # running, or another machine's: not ours to judge
-            gone.append(container.name)
-            mine = container.labels.get("tether.workspace") == self._workspace_key
-            if mine and container.labels.get("tether.session") == _digest(session):
-                notes.append(
-                    "the container of this thread's earlier run (whose tether was killed) "
-                    "was removed: a fresh one runs this command"
-                )
+            if container.running:
+                stopping.append(container.name)
+            elif container.finished is not None and time.time() - container.finished > _KEPT:
+                gone.append(container.name)
+                continue
+            if container.labels.get("tether.workspace") == self._workspace_key:
+                self._orphans[container.labels.get("tether.session", "")] = container.name
+        self.engine.kill(*stopping)
         self.engine.remove(*gone)
-        return notes
+
+    def _adopt(self, session: str, plan: _Plan, notes: list[str]) -> _Running | None:
+        """The container a killed tether left for this thread, started again with its
+        files (what earlier commands installed), when its mounts are the ones the
+        workspace needs now; None when there is none to take."""
+        name = self._orphans.pop(_digest(session), None)
+        if name is None:
+            return None
+        found = [c for c in self.engine.listed() if c.name == name]
+        if not found or owner_alive(owner_of(found[0])) is not False:
+            return None  # gone, or taken back by another process meanwhile
+        if found[0].labels.get("tether.plan") != _digest(repr(plan)):
+            self.engine.remove(name)
+            notes.append(
+                "the container of this thread's earlier run (whose tether ended) had other "
+                "mounts than the workspace needs now: a fresh one was started"
+            )
+            return None
+        claim(name)
+        watch(self.engine, name)
+        self.engine.kill(name)  # stopped if it was not: nothing of the old run goes on
+        if not self.engine.start(name):
+            self.engine.remove(name)
+            notes.append("the container of this thread's earlier run did not start again")
+            return None
+        while len(self._running) >= self.max_containers:
+            self._drop(next(iter(self._running)))
+        running = self._running_as_planned(session, name, plan)
+        notes.append(
+            "this thread's container, left when its tether ended, was started again: what "
+            "earlier commands installed is there, nothing they ran is running"
+        )
+        return running
 
     def _found(self, path: str) -> tuple[str | None, gitdirs.Identity | None]:
         """What `path` is ("dir", "file", "other" or None), and its identity."""
