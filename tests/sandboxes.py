@@ -5,6 +5,7 @@ skipped with the reason (`make test` prepares them: scripts/containers-for-tests
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from tether.backends.sandbox import SandboxBackend
+from tether.backends.sandbox.remote import RemoteSandbox
 
 KINDS = ("local", "podman", "docker")
 DOCKER_IMAGE = "tether-sandbox-test"
@@ -85,3 +87,40 @@ def make_sandbox(request: pytest.FixtureRequest) -> Iterator[MakeSandbox]:
         close = getattr(sandbox, "close", None)
         if close is not None:
             close()
+
+
+class DirectoryRemote(RemoteSandbox):
+    """A "remote" machine that is a directory here: commands run with /bin/sh, files are
+    read and written directly. What `RemoteSandbox` builds on its three methods is
+    tested through it, against a real shell, find and stat."""
+
+    def __init__(self, machine: Path, **options: Any) -> None:
+        machine.mkdir(parents=True, exist_ok=True)
+        self.machine = machine
+        super().__init__(workdir=str(machine / "workspace"), **options)
+
+    async def run(self, command: str, timeout_seconds: float) -> tuple[str, int | None]:
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", command,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                output, _ = await process.communicate()
+        except TimeoutError:
+            os.killpg(process.pid, 9)
+            await process.wait()
+            return "", None
+        return output.decode("utf-8", errors="replace"), process.returncode
+
+    async def put(self, path: str, data: bytes) -> None:
+        target = Path(path)
+        await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(target.write_bytes, data)
+
+    async def get(self, path: str) -> bytes | None:
+        target = Path(path)
+        if not await asyncio.to_thread(target.is_file):
+            return None
+        return await asyncio.to_thread(target.read_bytes)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandboxes import DirectoryRemote
 from tether.backends import (
     Backend,
     CompositeBackend,
@@ -23,6 +24,8 @@ BACKENDS: dict[str, Callable[[Path], tuple[Backend, str]]] = {
     "state": lambda tmp: (StateBackend(), "/work"),
     "filesystem": lambda tmp: (FilesystemBackend(tmp), "/work"),
     "store": lambda tmp: (StoreBackend(InMemoryStore(), "assistant-1"), "/work"),
+    # A remote sandbox's file operations, over commands on a machine (here: a directory).
+    "remote": lambda tmp: (DirectoryRemote(tmp / "machine"), "/work"),
     # Everything under /work goes to the store through the route.
     "composite": lambda tmp: (
         CompositeBackend(StateBackend(), {"/work/": StoreBackend(InMemoryStore(), "a")}),
