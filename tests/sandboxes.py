@@ -68,6 +68,19 @@ def make(kind: str, workspace: Path, **options: Any) -> SandboxBackend:
     return ContainerSandbox(workspace, engine="docker", image=DOCKER_IMAGE, **options)
 
 
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A workspace with a git directory and run records, as the `tether` command has."""
+    root = tmp_path / "project"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".tether").mkdir()
+    (root / ".tether" / "runs.db").write_text("records")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    return root
+
+
 @pytest.fixture(params=KINDS)
 def make_sandbox(request: pytest.FixtureRequest) -> Iterator[MakeSandbox]:
     """Makes sandboxes of one kind (the test runs once per kind); closed afterwards."""

@@ -14,22 +14,7 @@ import os
 import socket
 from pathlib import Path
 
-import pytest
-
 from tests.sandboxes import MakeSandbox
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A workspace with a git directory and run records, as the `tether` command has."""
-    root = tmp_path / "project"
-    (root / ".git" / "hooks").mkdir(parents=True)
-    (root / ".git" / "config").write_text("[core]\n")
-    (root / ".tether").mkdir()
-    (root / ".tether" / "runs.db").write_text("records")
-    (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("print('hi')\n")
-    return root
 
 
 async def test_commands_run_in_the_workspace_with_exit_codes(

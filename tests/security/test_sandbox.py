@@ -23,19 +23,6 @@ NOBODY = 65534
 SYSCTL = "/proc/sys/vm/overcommit_ratio"
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A workspace with a git directory and run records, as the `tether` command has."""
-    root = tmp_path / "project"
-    (root / ".git" / "hooks").mkdir(parents=True)
-    (root / ".git" / "config").write_text("[core]\n")
-    (root / ".tether").mkdir()
-    (root / ".tether" / "runs.db").write_text("records")
-    (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("print('hi')\n")
-    return root
-
-
 async def test_shm_is_bounded_and_dev_is_read_only(tmp_path: Path) -> None:
     """(What fills /tmp counts against memory_mb: see test_limits_hold.)"""
     sandbox = LocalSandbox(tmp_path / "ws", memory_mb=512)

@@ -35,7 +35,7 @@ from tether.backends.sandbox.watchdog import Limit, TreeLimits, Watchdog
 if TYPE_CHECKING:
     from tether.backends.sandbox.local import LocalSandbox
 
-__all__ = ["Command", "Outcome"]
+__all__ = ["Command", "Outcome", "git_refusal"]
 
 _MOUNT_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW
 _MAX_GIT_MOUNTS = 1_000
@@ -100,7 +100,7 @@ class Command:
         sandbox.recovered.clear()
         self._hidden = {path for path in sandbox.hidden if _is_dir(sandbox, path)}
         self.known = known = gitdirs.scan(sandbox.host, frozenset(self._hidden))
-        refusal = _refusal(known)
+        refusal = git_refusal(known)
         if refusal is None:
             refusal = self._open_mounts(known)
         if refusal is not None:
@@ -256,7 +256,8 @@ def _over_text(over: Limit | None, sandbox: LocalSandbox) -> str | None:
     return None
 
 
-def _refusal(known: gitdirs.GitScan) -> str | None:
+def git_refusal(known: gitdirs.GitScan) -> str | None:
+    """Why a command cannot run with the git entries `known`, or None."""
     if known.unprotectable:
         return (
             "tether keeps every .git in the workspace read-only to commands, and cannot "

@@ -46,7 +46,7 @@ from tether.backends.base import DEFAULT_MAX_FILE_BYTES, finished
 from tether.backends.hostfs import Root, state_home
 from tether.backends.sandbox import gitdirs, records
 from tether.backends.sandbox.base import ExecResult, current_session
-from tether.backends.sandbox.command import Outcome
+from tether.backends.sandbox.command import Outcome, git_refusal
 from tether.backends.sandbox.engines import (
     LABEL,
     Engine,
@@ -266,14 +266,9 @@ class ContainerSandbox(_Shell):
         notes += records.recover(self.host)
         hidden = {path for path in self.hidden if self._found(path)[0] == "dir"}
         known = gitdirs.scan(self.host, frozenset(hidden))
-        if known.unprotectable:
-            return (
-                "tether keeps every .git in the workspace read-only to commands, and cannot "
-                f"here: {'; '.join(known.unprotectable)}. Replace a symbolic link named .git "
-                "with a `gitdir: PATH` file"
-            )
-        if gitdirs.MOVED in known.unsearched:
-            return "the workspace changed while it was searched for git directories; run it again"
+        refusal = git_refusal(known)
+        if refusal is not None:
+            return refusal
         plan = _Plan(
             git=tuple(sorted(known.paths.items())),
             # A symbolic link is nothing to protect (the engine would mount its target)
