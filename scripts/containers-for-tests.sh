@@ -15,14 +15,23 @@ IMAGE=tether-sandbox-test
 DOCKER_DIR=/run/tether-test-docker
 SOCKET="unix://$DOCKER_DIR/docker.sock"
 
-install() {
-    [ "$(id -u)" = 0 ] || return 1  # containers with enforced limits need root here
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+# What is missing, installed at once (one `apt-get update`). Containers with enforced
+# limits need root here: as another user, nothing is installed and the tests skip.
+packages() {
+    local missing=()
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    command -v podman >/dev/null || missing+=(podman)
+    command -v runc >/dev/null || missing+=(runc)
+    command -v dockerd >/dev/null || missing+=(docker.io)
+    [ "${#missing[@]}" = 0 ] && return 0
+    [ "$(id -u)" = 0 ] || return 1
+    apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 rootfs() {
     [ -x "$ROOTFS/bin/sh" ] && return 0
-    command -v debootstrap >/dev/null || install debootstrap || return 1
+    command -v debootstrap >/dev/null || return 1
     local building="$ROOTFS.building"
     rm -rf "$building"
     mkdir -p "$(dirname "$ROOTFS")"
@@ -33,12 +42,11 @@ rootfs() {
 }
 
 podman_ready() {
-    { command -v podman >/dev/null && command -v runc >/dev/null; } || install podman runc || return 1
-    podman info >/dev/null 2>&1
+    command -v podman >/dev/null && command -v runc >/dev/null && podman info >/dev/null 2>&1
 }
 
 docker_ready() {
-    command -v dockerd >/dev/null || install docker.io || return 1
+    command -v dockerd >/dev/null || return 1
     if ! DOCKER_HOST="$SOCKET" docker version >/dev/null 2>&1; then
         mkdir -p "$DOCKER_DIR"
         # No bridge, no iptables: the tests' containers have no network or none of their own.
@@ -56,6 +64,7 @@ docker_ready() {
 }
 
 {
+    packages
     made_rootfs=0
     rootfs && made_rootfs=1
     podman_ok=0
