@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import by_server_id
 from tests.sandboxes import DirectoryRemote
 from tether import ConfigurationError, create_agent
+from tether.backends.errors import BackendError
 from tether.backends.sandbox import LocalSandbox, RemoteSandbox, SandboxBackend
 from tether.backends.sandbox.providers import ENTRY_POINT_GROUP, available, sandbox
 from tether.messages import ToolCall
@@ -102,3 +103,57 @@ def test_a_package_registers_a_sandbox_by_entry_point(
     with pytest.raises(ConfigurationError, match="which is not installed"):
         sandbox("missing")
     sys.modules.pop("fake_provider", None)
+
+
+async def test_links_on_the_remote_machine_are_never_followed(tmp_path: Path) -> None:
+    """A repository can ship links out of the workspace: the file tools refuse a path
+    with one on the way (or at its end), as they do on this machine."""
+    remote = DirectoryRemote(tmp_path / "machine")
+    outside = tmp_path / "machine" / "outside"
+    outside.mkdir(parents=True)
+    (outside / "secret.txt").write_text("the secret")
+    await remote.execute("ln -s ../outside docs; ln -s ../outside/secret.txt name.txt")
+    with pytest.raises(BackendError, match="/docs is a symbolic link"):
+        await remote.read("/docs/secret.txt")
+    with pytest.raises(BackendError, match=r"/name\.txt is a symbolic link to"):
+        await remote.read("/name.txt")
+    with pytest.raises(BackendError, match="/docs is a symbolic link"):
+        await remote.write("/docs/planted.txt", b"x")
+    with pytest.raises(BackendError, match="is a symbolic link"):
+        await remote.write("/name.txt", b"x")
+    assert await remote.grep("secret", "/name.txt") == []
+    assert "the secret" not in str(await remote.grep("secret", "/"))
+    assert not (outside / "planted.txt").exists()
+    assert (outside / "secret.txt").read_text() == "the secret"
+
+
+class _BrokenFind(DirectoryRemote):
+    """A machine whose find prints part of a listing and fails."""
+
+    async def run(self, command: str, timeout_seconds: float) -> tuple[str, int | None]:
+        fake = self.machine / "bin"
+        fake.mkdir(exist_ok=True)
+        (fake / "find").write_text("#!/bin/sh\nprintf 'f\\t1\\t1.0\\tpartial\\0\\0'\nexit 1\n")
+        (fake / "find").chmod(0o755)
+        return await super().run(f"PATH={fake}:$PATH; {command}", timeout_seconds)
+
+
+class _SlowMachine(DirectoryRemote):
+    async def run(self, command: str, timeout_seconds: float) -> tuple[str, int | None]:
+        return ("", None) if "find" in command else await super().run(command, timeout_seconds)
+
+
+@pytest.mark.parametrize("machine", [_BrokenFind, _SlowMachine])
+async def test_a_listing_that_failed_is_an_error_not_an_empty_answer(
+    machine: type[DirectoryRemote], tmp_path: Path
+) -> None:
+    remote = machine(tmp_path / "machine")
+    await remote.execute("mkdir -p src && echo needle > src/a.txt")
+    for call in (
+        remote.ls("/src"),
+        remote.files("/"),
+        remote.grep("needle", "/"),
+        remote.read("/src/a.txt"),
+    ):
+        with pytest.raises(BackendError, match=r"failed in the sandbox|took longer than"):
+            await call

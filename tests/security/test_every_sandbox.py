@@ -14,6 +14,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.sandboxes import MakeSandbox
 
 
@@ -208,6 +210,8 @@ async def test_no_capability_no_setuid_file_no_user_namespace_no_keyring(
         "python3 -c 'import os; os.open(\".\", os.O_TMPFILE | os.O_WRONLY, 0o2755)' "
         "&& echo made-unnamed; "
         "python3 -c 'import socket; socket.socket(40, socket.SOCK_STREAM); print(\"vsock\")'; "
+        "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+        'print("high-vsock", l.syscall(41, ctypes.c_long(40 | 1 << 32), 1, 0) >= 0)\'; '
         "echo done"
     )
     lines = done.output.splitlines()
@@ -217,6 +221,7 @@ async def test_no_capability_no_setuid_file_no_user_namespace_no_keyring(
         assert not (project / name).exists(), name
     assert "made-unnamed" not in done.output
     assert "vsock\n" not in done.output  # a vsock reaches the hypervisor, whatever the network
+    assert "high-vsock False" in done.output  # the family's high bits ignored, as the kernel does
     assert "made-" not in done.output
     assert "keyctl -1 1\n" in done.output  # EPERM
     assert "threads" in done.output  # clone3 refused so that clone is used: threads work
@@ -229,3 +234,27 @@ def _host_has(path: str, content: str | None = None) -> bool:
     if not found.exists():
         return False
     return content is None or found.read_text() == content
+
+
+async def test_tethers_own_directories_in_the_workspace_are_hidden(
+    make_sandbox: MakeSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace that is the home directory holds tether's settings, trust answers,
+    sandbox records and seccomp profile: commands must neither read nor change them."""
+    home = tmp_path / "home"
+    (home / ".config" / "tether").mkdir(parents=True)
+    (home / ".config" / "tether" / "trusted.json").write_text("{}")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    sandbox = make_sandbox(home)
+    await sandbox.execute("true")  # the records and the profile are made
+    done = await sandbox.execute(
+        "ls -A .config/tether .local/state/tether; "
+        "echo '{\"x\": 1}' > .config/tether/trusted.json; "
+        "for f in $(find .local/state/tether -type f); do echo forged > $f; done; echo done"
+    )
+    assert "trusted.json" not in done.output
+    assert done.output.endswith("done\n")
+    assert (home / ".config" / "tether" / "trusted.json").read_text() == "{}"
+    state = home / ".local" / "state" / "tether"
+    assert all(p.read_text() != "forged\n" for p in state.rglob("*") if p.is_file())

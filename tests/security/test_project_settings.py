@@ -133,6 +133,14 @@ def test_a_project_cannot_drop_the_users_denied_commands(repository: Path, home:
             "of /tmp",
         ),
         ('image = "mine"\n', 'image = "mine"\n', {}, ""),
+        ('engine = "docker"\n', "", {"engine": "docker"}, "runs containers with docker"),
+        ('engine = "docker"\n', 'engine = "docker"\n', {}, ""),
+        (
+            'sandbox = "container"\n',
+            'image = "mine"\n',
+            {"sandbox": "container"},
+            "runs commands in a container",
+        ),
         ('safe_paths = ["/docs/**"]\n', 'safe_paths = ["/docs/**"]\n', {}, ""),
         (
             'safe_paths = ["/docs/**", "/**"]\n',

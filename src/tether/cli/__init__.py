@@ -89,7 +89,7 @@ def _with_command(argv: Sequence[str]) -> list[str]:
 
 def _sandbox_words(argv: list[str]) -> list[str]:
     """`--sandbox container` as one word, and a bare `--sandbox` as the flag it was
-    before it took a value: `tether --sandbox "fix the tests"` keeps its task."""
+    before it took a value: `tether run --sandbox "fix the tests"` keeps its task."""
     words: list[str] = []
     for index, word in enumerate(argv):
         if word == "--sandbox" and "--" not in argv[:index]:

@@ -214,6 +214,8 @@ def _container(loaded: Loaded, directory: Path) -> Backend:
     network, engine = loaded.settings.network, loaded.settings.engine
     if image.startswith(("/", ".", "~")):  # a path: a root file system
         root = Path(image).expanduser()
+        if not root.is_absolute() and loaded.sources.get("image") == loaded.project_source:
+            root = directory / root  # a project's path is the project's
         if not root.is_dir():
             raise ConfigurationError(f"--image {image}: no such directory")
         return ContainerSandbox(directory, rootfs=root, network=network, engine=engine)

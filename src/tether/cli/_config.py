@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from tether.backends.hostfs import Root
+from tether.backends.hostfs import Root, config_home
 from tether.backends.permissions import Rule
 from tether.errors import ConfigurationError
 from tether.models.resolve import default_model, parse_model
@@ -457,8 +457,7 @@ def changed(loaded: Loaded, key: str, value: Any, source: str) -> Loaded:
 
 def config_dir(environ: Mapping[str, str]) -> Path:
     """The user's tether directory: `$XDG_CONFIG_HOME/tether`, by default ~/.config/tether."""
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "tether"
+    return Path(config_home(environ)) / "tether"
 
 
 def user_file(environ: Mapping[str, str]) -> Path:

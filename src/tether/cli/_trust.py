@@ -80,10 +80,14 @@ def _more_runs(theirs: Settings, mine: Settings) -> dict[str, Any]:
         weakening["subagents"] = [s.model_dump(mode="json") for s in replaced]
     if theirs.network and not mine.network:
         weakening["network"] = True
-    if theirs.sandbox in (True, "container") and mine.sandbox is False:  # "auto" may not
-        weakening["sandbox"] = theirs.sandbox
-    if theirs.image is not None and theirs.image != mine.image:  # what its commands run on
+    if theirs.sandbox is True and mine.sandbox is False:  # "auto" makes one where it can
+        weakening["sandbox"] = True
+    if theirs.sandbox == "container" and mine.sandbox != "container":
+        weakening["sandbox"] = "container"  # what commands run on and can reach changes
+    if theirs.image is not None and theirs.image != mine.image:
         weakening["image"] = theirs.image
+    if theirs.engine is not None and theirs.engine != mine.engine:  # docker's daemon is root
+        weakening["engine"] = theirs.engine
     return weakening
 
 
@@ -174,10 +178,13 @@ _SAID: dict[str, Callable[[Any], str]] = {
         "replaces your subagents "
         + ", ".join(str(a.get("name")) for a in agents if isinstance(a, dict))
     ),
-    "sandbox": lambda _: (
-        "turns on `execute` (commands in the sandbox), which your settings leave off"
+    "sandbox": lambda kind: (
+        "runs commands in a container"
+        if kind == "container"
+        else "turns on `execute` (commands in the sandbox), which your settings leave off"
     ),
     "image": lambda image: f"runs commands in a container of {image}",
+    "engine": lambda engine: f"runs containers with {engine}",
 }
 """How each weakening setting is said."""
 

@@ -21,6 +21,14 @@ gets its name; the locks writers share), `_walk` (a tree walked without recursio
 from __future__ import annotations
 
 from tether.backends.hostfs._root import InGitDirectory, LinkInPath, Root
-from tether.backends.hostfs._writing import TEMPORARY_PREFIX, state_home, try_lock
+from tether.backends.hostfs._writing import TEMPORARY_PREFIX, config_home, state_home, try_lock
 
-__all__ = ["TEMPORARY_PREFIX", "InGitDirectory", "LinkInPath", "Root", "state_home", "try_lock"]
+__all__ = [
+    "TEMPORARY_PREFIX",
+    "InGitDirectory",
+    "LinkInPath",
+    "Root",
+    "config_home",
+    "state_home",
+    "try_lock",
+]

@@ -12,7 +12,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from tether.backends.hostfs._opening import LIST_FLAGS, O_CLOEXEC, lstat_at
 
@@ -143,6 +143,12 @@ def inherit_owner(directory: int, name: str) -> None:
 
 
 # -- locks ---------------------------------------------------------------------
+
+
+def config_home(environ: Mapping[str, str] | None = None) -> str:
+    """The user's directory for settings (`$XDG_CONFIG_HOME`, by default `~/.config`)."""
+    environ = os.environ if environ is None else environ
+    return environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
 
 
 def state_home() -> str:

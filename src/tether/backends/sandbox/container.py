@@ -3,9 +3,9 @@
 The workspace directory is the backend's `/` for the file tools, which work on it from
 this side like `LocalSandbox`'s (all of `FilesystemBackend`'s guarantees), and is
 bind-mounted at `/workspace` for commands. A container is started for a thread at its
-first command and kept for the thread's later ones (its subagents' too), so what a
-command installs outside the workspace is there for the next; at most
-`max_containers` are kept, the least recently used stopped first.
+first command and kept for the thread's later ones (its subagents' too); at most
+`max_containers` are kept, the least recently used removed first. Its own system is
+read-only, as `LocalSandbox`'s is; its `/tmp` is its own for the thread's commands.
 
 What holds for a command, as for `LocalSandbox`'s: no network unless the sandbox was
 made with `network=True`; memory, processes and CPU bounded by the engine's cgroup for
@@ -17,10 +17,9 @@ first process runs as another user, which a command can neither signal nor trace
 
 The mounts are fixed when a container starts: when the workspace's git directories or
 protected paths change, the thread's container is replaced (and the result says so).
-When tether ends, however it ends, a watcher stops its containers (see `engines`): a
+When tether ends, however it ends, a watcher removes its containers (see `engines`): a
 command of a tether killed with `kill -9` does not run on. The next sandbox on the
-workspace disables what that command made, and a run of the same thread takes the
-container back, with its files; one stopped for a day is removed.
+workspace disables what that command made, says so, and starts a fresh container.
 """
 
 from __future__ import annotations
@@ -51,10 +50,8 @@ from tether.backends.sandbox.engines import (
     LABEL,
     Engine,
     EngineName,
-    claim,
     find_engine,
     owner_alive,
-    owner_of,
     process_key,
     process_key_alive,
     this_owner,
@@ -67,6 +64,7 @@ from tether.backends.sandbox.local import (
     _result,
     _sandbox_user,
     _Shell,
+    tethers_own,
 )
 from tether.backends.sandbox.output import Output
 from tether.backends.sandbox.seccomp import container_profile
@@ -80,7 +78,6 @@ _KEEPALIVE = ("/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wa
 _WRAPPER = '/bin/sh -c "$1" </dev/null; status=$?; kill -9 -1 2>/dev/null; exit $status'
 _OTHER_USER = 65534
 _MEMORY_LOOK_SECONDS = 0.1
-_KEPT = 24 * 3600  # how long a stopped container of a tether that is gone is kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +156,7 @@ class ContainerSandbox(_Shell):
         self.max_processes = max_processes
         self.max_containers = max_containers
         self.read_only = _protected_paths(read_only, "read_only")
-        self.hidden = _protected_paths(hidden, "hidden")
+        self.hidden = (*_protected_paths(hidden, "hidden"), *tethers_own(self.root))
         if not _mountable(str(self.root)):
             raise ConfigurationError(
                 f"the container engines cannot mount {str(self.root)!r}: its path holds a "
@@ -171,7 +168,6 @@ class ContainerSandbox(_Shell):
         self._running: OrderedDict[str, _Running] = OrderedDict()
         self._serial: asyncio.Lock | None = None
         self._swept = False
-        self._orphans: dict[str, str] = {}  # a killed tether's containers, by session
         _LIVE.add(self)
 
     # -- the public face -----------------------------------------------------------
@@ -260,9 +256,15 @@ class ContainerSandbox(_Shell):
         right what its command made, and have the session's container running with the
         mounts the workspace needs now."""
         notes: list[str] = []
-        if not self._swept or records.orphaned(self.host):  # before anything is looked at
+        orphaned = records.orphaned(self.host)
+        if not self._swept or orphaned:  # before anything is looked at
             self._sweep()
             self._swept = True
+        if orphaned:
+            notes.append(
+                "a command of a tether that was killed never finished here: its container "
+                "was removed, and this command runs in a fresh one"
+            )
         notes += records.recover(self.host)
         hidden = {path for path in self.hidden if self._found(path)[0] == "dir"}
         known = gitdirs.scan(self.host, frozenset(hidden))
@@ -306,13 +308,11 @@ class ContainerSandbox(_Shell):
             )
             self._drop(session)
             running = None
-        try:
-            if running is None:
-                running = self._adopt(session, plan, notes)
-            if running is None:
+        if running is None:
+            try:
                 running = self._start(session, plan)
-        except ConfigurationError as exc:
-            return str(exc)
+            except ConfigurationError as exc:
+                return str(exc)
         self._running.move_to_end(session)
         record = records.write(self.host, known, hidden)
         return running, known, record, notes
@@ -357,10 +357,6 @@ class ContainerSandbox(_Shell):
             self.engine.remove(name)
             message = (done.stderr.strip() or done.stdout.strip())[-500:]
             raise ConfigurationError(f"the container could not start: {message}")
-        return self._running_as_planned(session, name, plan)
-
-    def _running_as_planned(self, session: str, name: str, plan: _Plan) -> _Running:
-        """The session's container `name`, just started, once its mounts are checked."""
         _, pid, _ = self.engine.state(name)
         wrong = "its first process is gone" if pid is None else _misplaced(pid, self.host, plan)
         if wrong is not None:
@@ -385,7 +381,6 @@ class ContainerSandbox(_Shell):
             "--label", f"{LABEL}=1",
             "--label", f"tether.workspace={self._workspace_key}",
             "--label", f"tether.session={_digest(session)}",
-            "--label", f"tether.plan={_digest(repr(plan))}",
             "--label", f"tether.owner={this_owner()}",
             *(() if self.network else ("--network", "none")),
             "--memory", memory, "--memory-swap", memory,
@@ -401,7 +396,12 @@ class ContainerSandbox(_Shell):
             "--security-opt", f"seccomp={_profile_file()}",
             "--user", f"{other}:{other}",
             "--hostname", "sandbox",
+            # Its own system read-only, as LocalSandbox's is: nothing a command does there
+            # outlives it (a changed `sleep` would run as the first process's user).
+            "--read-only",
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={memory},mode=1777",
+            "--tmpfs", "/var/tmp:rw,nosuid,nodev,size=64m,mode=1777",
+            "--tmpfs", "/run:rw,nosuid,nodev,size=16m,mode=755",
             "--volume", f"{self.root}:{WORKSPACE}:rw",
         ]  # fmt: skip
         for path, _ in plan.git:
@@ -419,7 +419,7 @@ class ContainerSandbox(_Shell):
             "--env", f"HOME={WORKSPACE}", "--env", "TMPDIR=/tmp", "--env", "LANG=C.UTF-8",
         ]  # fmt: skip
         if self.rootfs is not None:
-            args += ["--rootfs", f"{self.rootfs}:O"]  # its changes kept apart, not in the tree
+            args += ["--rootfs", self.rootfs]
         else:
             assert self.image is not None
             args += ["--", self.image]
@@ -431,55 +431,15 @@ class ContainerSandbox(_Shell):
             self.engine.remove(running.name)
 
     def _sweep(self) -> None:
-        """Deal with the containers of tethers that are gone (on this machine): stop one
-        that still runs (its watcher died too), keep this workspace's for their threads
-        to take back (`_adopt`), remove those stopped for longer than a day."""
-        stopping, gone = [], []
+        """Remove the containers of tethers that are gone: those their watcher could not
+        remove, and those of a boot before this one. A running one whose owner is on
+        another machine or in another pid namespace is not this tether's to judge."""
+        gone = []
         for container in self.engine.listed():
-            if owner_alive(owner_of(container)) is not False:
-                continue  # running, or another machine's: not ours to judge
-            if container.running:
-                stopping.append(container.name)
-            elif container.finished is not None and time.time() - container.finished > _KEPT:
+            alive = owner_alive(container.labels.get("tether.owner", ""))
+            if alive is False or (alive is None and not container.running):
                 gone.append(container.name)
-                continue
-            if container.labels.get("tether.workspace") == self._workspace_key:
-                self._orphans[container.labels.get("tether.session", "")] = container.name
-        self.engine.kill(*stopping)
         self.engine.remove(*gone)
-
-    def _adopt(self, session: str, plan: _Plan, notes: list[str]) -> _Running | None:
-        """The container a killed tether left for this thread, started again with its
-        files (what earlier commands installed), when its mounts are the ones the
-        workspace needs now; None when there is none to take."""
-        name = self._orphans.pop(_digest(session), None)
-        if name is None:
-            return None
-        found = [c for c in self.engine.listed() if c.name == name]
-        if not found or owner_alive(owner_of(found[0])) is not False:
-            return None  # gone, or taken back by another process meanwhile
-        if found[0].labels.get("tether.plan") != _digest(repr(plan)):
-            self.engine.remove(name)
-            notes.append(
-                "the container of this thread's earlier run (whose tether ended) had other "
-                "mounts than the workspace needs now: a fresh one was started"
-            )
-            return None
-        claim(name)
-        watch(self.engine, name)
-        self.engine.kill(name)  # stopped if it was not: nothing of the old run goes on
-        if not self.engine.start(name):
-            self.engine.remove(name)
-            notes.append("the container of this thread's earlier run did not start again")
-            return None
-        while len(self._running) >= self.max_containers:
-            self._drop(next(iter(self._running)))
-        running = self._running_as_planned(session, name, plan)
-        notes.append(
-            "this thread's container, left when its tether ended, was started again: what "
-            "earlier commands installed is there, nothing they ran is running"
-        )
-        return running
 
     def _found(self, path: str) -> tuple[str | None, gitdirs.Identity | None]:
         """What `path` is ("dir", "file", "other" or None), and its identity."""
@@ -526,19 +486,28 @@ def _digest(session: str) -> str:
     return hashlib.sha256(session.encode()).hexdigest()[:24]
 
 
-@functools.cache
 def _profile_file() -> str:
     """The seccomp profile's file (see `seccomp.container_profile`), named by its content,
-    in tether's state directory: the engines read it when a container starts."""
-    text = json.dumps(container_profile(), sort_keys=True)
+    in tether's state directory: the engines read it when a container starts. Checked
+    each time, and written again when anything else is found there."""
+    text = _profile_text()
     directory = Path(state_home()) / "tether" / "seccomp"
     path = directory / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        partial = path.with_suffix(f".{os.getpid()}.partial")
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return str(path)
+    except OSError:
+        pass
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
     return str(path)
+
+
+@functools.cache
+def _profile_text() -> str:
+    return json.dumps(container_profile(), sort_keys=True)
 
 
 def _workspace_key(root: Path) -> str:

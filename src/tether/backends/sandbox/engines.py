@@ -4,36 +4,28 @@ PATH, checked once, and asked to start, run in, list and remove containers.
 Every container tether starts carries labels saying it is tether's, which workspace
 and thread it serves, and which process owns it (with the machine's boot and the
 process's start time, so a new process given the same number is not taken for it).
-A tether that ends however it ends (`kill -9` too) has its containers stopped by a
-watcher (`watch`), their files kept; the next one on the same workspace and thread
-takes its container back (`claim`: the owner is then kept in a file beside the other
-records, labels being fixed), and one stopped for a day is removed.
+A tether that ends however it ends (`kill -9` too) has its containers removed by a
+watcher (`watch`); those a watcher could not remove are swept by the next tether.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import functools
 import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from tether.backends.hostfs import state_home
 from tether.errors import ConfigurationError
 
 __all__ = [
     "ENGINES",
     "Container",
     "Engine",
-    "claim",
     "find_engine",
     "owner_alive",
-    "owner_of",
     "process_key",
     "process_key_alive",
     "this_owner",
@@ -58,7 +50,6 @@ class Container:
     name: str
     labels: dict[str, str]
     running: bool
-    finished: float | None  # when it stopped (seconds since the epoch), if it did
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,17 +95,8 @@ class Engine:
             name = str(item.get("Name", "")).lstrip("/")
             if labels.get(LABEL) == "1":
                 running = bool(state.get("Running"))
-                finished = None if running else _epoch(str(state.get("FinishedAt", "")))
-                containers.append(Container(str(item["Id"]), name, dict(labels), running, finished))
+                containers.append(Container(str(item["Id"]), name, dict(labels), running))
         return containers
-
-    def start(self, name: str) -> bool:
-        return self.run("start", name, timeout=120).returncode == 0
-
-    def kill(self, *names: str) -> None:
-        """Stop `names` at once (every process killed), keeping their files."""
-        if names:
-            self.run("kill", *names, timeout=60)
 
     def state(self, name: str) -> tuple[bool, int | None, bool]:
         """Whether `name` runs, its first process's pid on this machine, and whether the
@@ -131,9 +113,6 @@ class Engine:
     def remove(self, *names: str) -> None:
         if names:
             self.run("rm", "--force", *names, timeout=60)
-            for name in names:
-                with contextlib.suppress(OSError):
-                    _owner_file(name).unlink()
 
 
 def find_engine(choice: EngineName | None) -> Engine:
@@ -186,21 +165,26 @@ def _first_line(text: str) -> str:
 
 
 # Keeps the names it is given until this process ends (the end of its pipe), then
-# stops those containers: every process in them killed, their files kept.
+# removes those containers, and with them every process in them.
 _WATCHER = (
     'names=""; while read -r name; do names="$names $name"; done; '
-    '[ -z "$names" ] || "$0" kill $names >/dev/null 2>&1'
+    '[ -z "$names" ] || "$0" rm --force $names >/dev/null 2>&1'
 )
 _WATCHERS: dict[tuple[str, str | None], subprocess.Popen[bytes]] = {}
+_WATCHED: dict[tuple[str, str | None], list[str]] = {}
 
 
 def watch(engine: Engine, name: str) -> None:
-    """Have container `name` stopped when this process ends, however it ends (`kill -9`
-    too): a watcher in a session of its own holds a pipe from this process and stops
+    """Have container `name` removed when this process ends, however it ends (`kill -9`
+    too): a watcher in a session of its own holds a pipe from this process and removes
     the containers it was told of once the pipe closes. A command of a tether that was
-    killed would otherwise run on, with no time limit, in the workspace."""
+    killed would otherwise run on, with no time limit, in the workspace. A watcher that
+    died is replaced, and told every name again."""
     key = (engine.path, os.environ.get("DOCKER_HOST") or os.environ.get("CONTAINER_HOST"))
+    names = _WATCHED.setdefault(key, [])
+    names.append(name)
     watcher = _WATCHERS.get(key)
+    told = names[-1:]
     if watcher is None or watcher.poll() is not None:
         watcher = _WATCHERS[key] = subprocess.Popen(
             ["/bin/sh", "-c", _WATCHER, engine.path],
@@ -209,41 +193,13 @@ def watch(engine: Engine, name: str) -> None:
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # not in this process's group: a kill of it spares it
         )
+        told = names
     assert watcher.stdin is not None
-    watcher.stdin.write(f"{name}\n".encode())
-    watcher.stdin.flush()
-
-
-def claim(name: str) -> None:
-    """Make this process the owner of container `name` (one a killed tether left)."""
-    path = _owner_file(name)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    partial = path.with_suffix(f".{os.getpid()}.partial")
-    partial.write_text(this_owner(), encoding="utf-8")
-    os.replace(partial, path)
-
-
-def owner_of(container: Container) -> str:
-    """Who owns `container`: the process that took it back last, or the one that
-    started it."""
     try:
-        return _owner_file(container.name).read_text(encoding="utf-8")[:200]
-    except OSError:
-        return container.labels.get("tether.owner", "")
-
-
-def _owner_file(name: str) -> Path:
-    return Path(state_home()) / "tether" / "containers" / name
-
-
-def _epoch(text: str) -> float | None:
-    """Seconds since the epoch of an engine's UTC time ("2026-11-25T15:11:36.5Z" from
-    docker, "2026-11-25 15:11:25.69 +0000 UTC" from podman); None when unreadable."""
-    try:
-        moment = datetime.datetime.strptime(text[:19].replace("T", " "), "%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=datetime.UTC).timestamp()
+        watcher.stdin.write("".join(f"{n}\n" for n in told).encode())
+        watcher.stdin.flush()
+    except BrokenPipeError:  # it died just now: the next start has a new one told all
+        pass
 
 
 @functools.cache

@@ -33,6 +33,7 @@ from typing import Literal
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES
 from tether.backends.filesystem import FilesystemBackend
+from tether.backends.hostfs import config_home, state_home
 from tether.backends.paths import clean
 from tether.backends.sandbox import cgroups
 from tether.backends.sandbox.base import ExecResult
@@ -163,7 +164,7 @@ class LocalSandbox(_Shell):
         self.cpu_seconds = cpu_seconds
         self.max_processes = max_processes
         self.read_only = _protected_paths(read_only, "read_only")
-        self.hidden = _protected_paths(hidden, "hidden")
+        self.hidden = (*_protected_paths(hidden, "hidden"), *tethers_own(self.root))
         self.bwrap = bwrap_path()
         self.uid, self.gid = _sandbox_user(self.root)
         self.limits_by: Literal["cgroup", "watchdog"] = "watchdog"
@@ -335,6 +336,19 @@ def _result(
         full_output=output.virtual_path,
         over_limit=outcome.over,
     )
+
+
+def tethers_own(root: Path) -> tuple[str, ...]:
+    """tether's directories of the user's (settings, trust, the sandbox's records, the
+    seccomp profile) that lie in the workspace `root`, as in a workspace that is the home
+    directory: made now, so that commands are kept from them from the first on."""
+    found = []
+    for home in (config_home(), state_home()):
+        directory = Path(home, "tether").absolute()
+        if directory.is_relative_to(root):
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            found.append("/" + directory.relative_to(root).as_posix())
+    return tuple(found)
 
 
 def _protected_paths(paths: Sequence[str], name: str) -> tuple[str, ...]:

@@ -124,13 +124,25 @@ class RemoteSandbox(ABC):
 
     async def read(self, path: str) -> bytes:
         path = clean(path)
+        found = await self.stat(path)
+        if found is None:
+            raise BackendError(f"No such file: {self.shown(path)}")
+        if found.is_dir:
+            raise BackendError(f"{self.shown(path)} is a directory. List it with ls.")
+        if found.link is not None:
+            raise BackendError(
+                f"{self.shown(path)} is a symbolic link to {found.link}; links are not "
+                "followed: read what it names"
+            )
+        if found.size > self.max_file_bytes:
+            raise BackendError(
+                f"{self.shown(path)} is {found.size} bytes, over the {self.max_file_bytes} "
+                "byte limit."
+            )
         data = await self.get(self._remote(path))
         if data is None:
-            found = await self.stat(path)
-            if found is not None and found.is_dir:
-                raise BackendError(f"{self.shown(path)} is a directory. List it with ls.")
             raise BackendError(f"No such file: {self.shown(path)}")
-        if len(data) > self.max_file_bytes:
+        if len(data) > self.max_file_bytes:  # it grew meanwhile
             raise BackendError(
                 f"{self.shown(path)} is {len(data)} bytes, over the {self.max_file_bytes} "
                 "byte limit."
@@ -145,6 +157,10 @@ class RemoteSandbox(ABC):
             raise BackendError(
                 f"The content is {len(data)} bytes, over the {self.max_file_bytes} byte limit."
             )
+        found = await self.stat(path)  # and no link on the way (stat refuses one)
+        if found is not None and (found.is_dir or found.link is not None):
+            what = "a directory" if found.is_dir else f"a symbolic link to {found.link}"
+            raise BackendError(f"{self.shown(path)} is {what}; give a file path.")
         await self.put(self._remote(path), data)
 
     async def stat(self, path: str) -> FileInfo | None:
@@ -166,9 +182,7 @@ class RemoteSandbox(ABC):
         return await self._find(path, "-mindepth", "1", "-maxdepth", "1")
 
     async def files(self, path: str) -> list[FileInfo]:
-        path = clean(path)
-        found = await self._find(path, "-mindepth", "1", "-type", "f")
-        return found
+        return await self._find(clean(path), "-mindepth", "1", "-type", "f")
 
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
@@ -176,7 +190,7 @@ class RemoteSandbox(ABC):
         path = clean(path)
         regex = compile_pattern(pattern, literal=literal, ignore_case=ignore_case)
         found = await self.stat(path)
-        if found is None:
+        if found is None or found.link is not None:
             return []
         listed = [found] if not found.is_dir else await self.files(path)
         if len(listed) > _GREP_FILES:
@@ -206,13 +220,43 @@ class RemoteSandbox(ABC):
         return self.workdir + path if self.workdir != "/" else path
 
     async def _find(self, path: str, *tests: str) -> list[FileInfo]:
-        """What GNU find says of `path` (with `tests`), as FileInfo sorted by path."""
+        """What GNU find says of `path` (with `tests`), as FileInfo sorted by path; none
+        when nothing is there. A symbolic link among the directories on the way, a find
+        that fails or runs out of time, are a BackendError: never a listing that only
+        looks complete."""
+        parts = [part for part in path.split("/") if part]
+        on_the_way = [self._remote("/" + "/".join(parts[:n])) for n in range(1, len(parts))]
         target = shlex.quote(self._remote(path))
-        command = f"find {target} {' '.join(tests)} -printf '{_FIELDS}' 2>/dev/null; true"
-        output, _ = await self.run(command, self.timeout_seconds)
-        entries = []
+        checks = "".join(
+            f"[ -L {shlex.quote(p)} ] && {{ printf 'link\\0%s' {shlex.quote(p)}; exit 0; }}; "
+            for p in on_the_way
+        )
+        command = (
+            f"{checks}[ -e {target} ] || [ -L {target} ] || {{ printf 'absent'; exit 0; }}; "
+            f"find {target} {' '.join(tests)} -printf '{_FIELDS}'; printf 'status\\0%s' $?"
+        )
+        output, code = await self.run(command, self.timeout_seconds)
+        if code is None:
+            raise BackendError(
+                f"listing {self.shown(path)} took longer than {self.timeout_seconds:g} s"
+            )
+        if output == "absent":
+            return []
         strings = output.split("\0")
-        for record, link in zip(strings[0::2], strings[1::2], strict=False):
+        if strings[:1] == ["link"]:
+            link = strings[1][len(self.workdir) :] if len(strings) > 1 else "a directory"
+            raise BackendError(
+                f"{self.shown(link or '/')} is a symbolic link: a remote sandbox's file tools do "
+                f"not follow links (on the way to {self.shown(path)})"
+            )
+        if strings[-2:-1] != ["status"] or strings[-1] != "0":
+            raise BackendError(
+                f"listing {self.shown(path)} failed in the sandbox (find ended with "
+                f"{strings[-1][:200] if strings[-2:-1] == ['status'] else 'no status'}); is "
+                "GNU find there?"
+            )
+        entries = []
+        for record, link in zip(strings[0:-2:2], strings[1:-2:2], strict=False):
             fields = record.split("\t", 3)
             if len(fields) != 4:
                 continue

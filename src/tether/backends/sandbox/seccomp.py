@@ -186,7 +186,10 @@ def container_profile() -> dict[str, object]:
         {"names": ["clone3", "openat2"], "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS},
         deny(["unshare", "clone"], masked(0, _CLONE_NEWUSER)),
     ]
-    rules.append(deny(["socket"], [{"index": 0, "value": _AF_VSOCK, "op": "SCMP_CMP_EQ"}]))
+    # The family is an int: the kernel reads the low 32 bits, so the rule compares those
+    # alone (equality on all 64 would let `socket(40 | 1 << 32, ...)` by).
+    low = {"index": 0, "value": 0xFFFFFFFF, "valueTwo": _AF_VSOCK, "op": "SCMP_CMP_MASKED_EQ"}
+    rules.append(deny(["socket"], [low]))
     for bit in (0o4000, 0o2000):  # S_ISUID, S_ISGID: each a rule (masked equality)
         rules.append(deny(["chmod", "fchmod", "creat", "mknod"], masked(1, bit)))
         rules.append(deny(["fchmodat", "fchmodat2", "mknodat"], masked(2, bit)))
