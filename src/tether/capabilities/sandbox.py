@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tether import prompts
 from tether.backends.errors import BackendError
-from tether.backends.sandbox.base import SandboxBackend, session
+from tether.backends.sandbox.base import SandboxBackend, session, session_of
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, ToolError
 from tether.state import RunState, ToolContext
@@ -107,16 +107,9 @@ class Sandbox(Capability):
             refusal = policy(command)
             if refusal:
                 raise ToolError(f"Command refused: {refusal}.")
-        with session(_thread_of(context.state)):
+        with session(session_of(context.state)):
             result = await self.backend.execute(command, timeout_seconds=timeout_seconds)
         text = result.output.rstrip("\n")
         if result.exit_code is None:
             raise ToolError(f"{text}\n[the command did not finish]".lstrip("\n"))
         return f"{text}\n[exit code {result.exit_code}]".lstrip("\n")
-
-
-def _thread_of(state: RunState) -> str:
-    """The thread a command belongs to: the top run's (its subagents share it), or the
-    top run itself when it keeps no thread."""
-    root = state.root
-    return root.thread_id or f"run-{root.run_id}"

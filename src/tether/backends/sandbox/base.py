@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from tether.backends.base import Backend
+from tether.state import RunState
 
-__all__ = ["ExecResult", "SandboxBackend", "current_session", "session"]
+__all__ = ["ExecResult", "SandboxBackend", "current_session", "session", "session_of"]
 
 _SESSION: ContextVar[str] = ContextVar("tether_sandbox_session", default="default")
 
@@ -53,6 +54,13 @@ class SandboxBackend(Backend, Protocol):
     async def download(self, path: str) -> bytes:
         """Take a file out of the sandbox."""
         ...
+
+
+def session_of(state: RunState) -> str:
+    """The session of a run: its thread (the top run's, which its subagents share), or
+    the top run itself when it keeps no thread."""
+    root = state.root
+    return root.thread_id or f"run-{root.run_id}"
 
 
 def current_session() -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, FileInfo, GrepHit, as_given
 from tether.backends.errors import BackendError
 from tether.backends.paths import clean
-from tether.backends.sandbox.base import ExecResult
+from tether.backends.sandbox.base import ExecResult, current_session, session_of
 from tether.backends.sandbox.output import OUTPUT_DIR
 from tether.backends.search import compile_pattern, grep_files, is_binary
 from tether.errors import ConfigurationError
@@ -66,6 +66,7 @@ class RemoteSandbox(ABC):
         self.max_output_chars = max_output_chars
         self.max_file_bytes = max_file_bytes
         self.shown: Callable[[str], str] = as_given
+        self._session: str | None = None
 
     # -- what an adapter gives -------------------------------------------------------
 
@@ -113,7 +114,16 @@ class RemoteSandbox(ABC):
     # -- files -------------------------------------------------------------------------
 
     def bind(self, state: Any) -> RemoteSandbox:
-        return self
+        """This sandbox, for one run: its file operations and commands go to the run's
+        session (its thread's), as `execute` does (see `base.session`)."""
+        view = self.named(self.shown)
+        view._session = session_of(state)
+        return view
+
+    def session(self) -> str:
+        """Whose machine an operation is on: the bound run's session, or the one that
+        `execute` runs in now. An adapter with a machine a thread keys them by this."""
+        return self._session or current_session()
 
     def named(self, shown: Callable[[str], str]) -> RemoteSandbox:
         """This sandbox, naming paths in its messages with `shown` (a shallow copy)."""
