@@ -63,6 +63,8 @@ class DaytonaServer:
             return 404, b'{"message": "not found", "statusCode": 404}', "application/json"
         identifier, rest = found.group(1), found.group(2) or ""
         home = self.sandboxes[identifier]
+        if method == "GET" and rest == "":
+            return 200, json.dumps(self.sandbox(identifier)).encode(), "application/json"
         if method == "DELETE" and rest == "":
             shutil.rmtree(self.sandboxes.pop(identifier), ignore_errors=True)
             done = self.sandbox(identifier, "destroyed")

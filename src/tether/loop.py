@@ -55,7 +55,7 @@ from tether.models.base import ModelRequest, ToolSpec
 from tether.output import FINAL_RESULT
 from tether.plan import RunnableAgent
 from tether.result import RunResult, StopReason
-from tether.state import FILES_SEEN, JOURNAL, RUN_AGENT, SAMPLE, SUBAGENT_RUNS, RunState
+from tether.state import FILES_SEEN, JOURNAL, RUN_AGENT, SAMPLE, SANDBOX, SUBAGENT_RUNS, RunState
 from tether.tracing import span
 
 if TYPE_CHECKING:
@@ -126,6 +126,8 @@ async def execute_run(
         state.files = dict(thread.files)
         state.todos = thread.todos
         state.data[FILES_SEEN] = dict(thread.seen)  # a file changed since is read again
+        if thread.sandbox is not None and parent is None:
+            state.data[SANDBOX] = thread.sandbox
         if resume:
             _restore(state, budget, thread)
     run = _Run(agent, state, budget, new_messages, journal)

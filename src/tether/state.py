@@ -31,6 +31,10 @@ SAMPLE = "sample"
 """In RunState.data: `async (ModelRequest) -> ModelResponse`, a request to the run's own
 model made for a tool (an MCP server's sampling), counted in the run's usage, cost and
 budget, and refused with a `ToolError` once the budget is spent."""
+SANDBOX = "sandbox"
+"""In RunState.data of a top run: what its sandbox keeps for its thread (a container's
+name, a hosted sandbox's id), as the sandbox says; recorded in the thread, so that a
+resumed run takes the same one back where it can, and says so where it cannot."""
 JOURNAL = "journal"
 """In RunState.data: the journal recording the run, when it has a thread."""
 SUBAGENT_RUNS = "subagent_runs"

@@ -337,3 +337,35 @@ async def test_the_containers_own_system_is_read_only(kind: str, tmp_path: Path)
         assert done.output.endswith("ok\n")
     finally:
         await asyncio.to_thread(sandbox.close)
+
+
+def test_the_threads_container_is_recorded_and_a_later_process_says_it_is_gone(
+    kind: str, tmp_path: Path
+) -> None:
+    from tether.checkpoint.journal import read_thread
+    from tether.checkpoint.sqlite import SqliteCheckpointer
+
+    database = tmp_path / "runs.db"
+
+    def run(sandbox: ContainerSandbox, call: str) -> str:
+        model = ScriptedModel([[ToolCall("execute", {"command": "echo ran"}, id=call)], "done"])
+        agent = create_agent(model, backend=sandbox, checkpointer=f"sqlite:///{database}")
+        return by_server_id(agent.run("go", thread_id="t").messages)[call].text
+
+    first = make(kind, tmp_path / "ws")
+    assert isinstance(first, ContainerSandbox)
+    try:
+        run(first, "a")
+        [name] = _names(first).values()
+        thread = asyncio.run(read_thread(SqliteCheckpointer(database), "t"))
+        assert thread.sandbox == {"container": name}
+        assert "gone" not in run(first, "b")  # the same process: the same container
+    finally:
+        first.close()
+    later = make(kind, tmp_path / "ws")  # as another process would
+    assert isinstance(later, ContainerSandbox)
+    try:
+        answer = run(later, "c")
+        assert f"this thread's container from before ({name}) is gone" in answer
+    finally:
+        later.close()

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,31 @@ def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "daytona", None)
     with pytest.raises(ConfigurationError, match=r"pip install 'tether\[daytona\]'"):
         DaytonaSandbox()
+
+
+def test_a_later_run_of_the_thread_takes_its_sandbox_back(
+    server: DaytonaServer, tmp_path: Path
+) -> None:
+    """The sandbox's id is recorded in the thread: a run of it in another process (another
+    DaytonaSandbox here) works on the same sandbox, and one whose sandbox is gone says so."""
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    database = f"sqlite:///{tmp_path}/runs.db"
+
+    def run(thread: str, *turns: object) -> Any:
+        box = DaytonaSandbox(config=_config(server))
+        agent = create_agent(ScriptedModel([*turns, "done"]), backend=box, checkpointer=database)
+        return agent.run("go", thread_id=thread)
+
+    run("t", [ToolCall("execute", {"command": "echo kept > mark"}, id="a")])
+    [made] = server.sandboxes
+    again = run("t", [ToolCall("execute", {"command": "cat mark"}, id="b")])
+    answer = by_server_id(again.messages)["b"].text
+    assert answer.startswith("kept\n"), answer
+    assert f"this thread's Daytona sandbox {made} was taken back" in answer
+    assert list(server.sandboxes) == [made]  # no second one
+    read = run("t", [ToolCall("read_file", {"file_path": "/mark"}, id="r")])
+    assert "kept" in by_server_id(read.messages)["r"].text  # the file tools too
+    server.sandboxes.pop(made)  # deleted on Daytona's side meanwhile
+    fresh = run("t", [ToolCall("execute", {"command": "ls"}, id="c")])
+    assert f"sandbox from before ({made}) is gone" in by_server_id(fresh.messages)["c"].text

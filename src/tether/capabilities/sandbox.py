@@ -11,7 +11,7 @@ from tether.backends.errors import BackendError
 from tether.backends.sandbox.base import SandboxBackend, session, session_of
 from tether.capabilities.base import Capability
 from tether.errors import ConfigurationError, ToolError
-from tether.state import RunState, ToolContext
+from tether.state import SANDBOX, RunState, ToolContext
 from tether.tools.execute import COMMAND_RUNNER, execute_tool
 from tether.tools.tool import Tool
 
@@ -61,6 +61,9 @@ class CommandPolicy:
 CommandCheck = Callable[[str], str | None]
 
 
+_RESUMED = "sandbox_resumed"
+"""In the top run's RunState.data: the sandbox was asked to take back what it kept."""
+
 _POLICIES = "command_policies"
 """In RunState.data: the command policies in force, the top agent's first."""
 
@@ -107,9 +110,19 @@ class Sandbox(Capability):
             refusal = policy(command)
             if refusal:
                 raise ToolError(f"Command refused: {refusal}.")
-        with session(session_of(context.state)):
+        key, kept = session_of(context.state), context.state.root.data
+        note = None
+        if not kept.get(_RESUMED):  # what an earlier run's sandbox kept: taken back, or said
+            kept[_RESUMED] = True
+            resume = getattr(self.backend, "resume", None)
+            if kept.get(SANDBOX) is not None and resume is not None:
+                note = await resume(key, kept[SANDBOX])
+        with session(key):
             result = await self.backend.execute(command, timeout_seconds=timeout_seconds)
-        text = result.output.rstrip("\n")
+        held = getattr(self.backend, "held", None)
+        if held is not None:
+            kept[SANDBOX] = held(key)
+        text = result.output.rstrip("\n") + (f"\n[{note}]" if note else "")
         if result.exit_code is None:
             raise ToolError(f"{text}\n[the command did not finish]".lstrip("\n"))
         return f"{text}\n[exit code {result.exit_code}]".lstrip("\n")

@@ -7,7 +7,8 @@ Records, in the order a run writes them:
 - "sync": the messages added since the last sync ("append") or all of them after a
   rewrite such as a compaction ("messages"), the state backend files that changed,
   the todo list if it changed, what the agent last saw of each file it read or wrote
-  ("seen", when it changed), and the run's usage, cost and steps so far.
+  ("seen", when it changed), what its sandbox keeps for the thread ("sandbox", when it
+  changed), and the run's usage, cost and steps so far.
 - "started": the ids of the tool calls about to run, written with a sync in one append,
   so the assistant message that made the calls is on record before any of them runs.
   (A run killed before that point resumes by asking the model again.)
@@ -45,7 +46,7 @@ from tether.messages import (
     from_json,
     to_json,
 )
-from tether.state import FILES_SEEN, RunState, Todo
+from tether.state import FILES_SEEN, SANDBOX, RunState, Todo
 
 __all__ = ["Journal", "Thread", "read_thread", "replay"]
 
@@ -90,6 +91,7 @@ class Journal:
         self._files: dict[str, tuple[bytes, float]] = {}
         self._todos: tuple[Todo, ...] = ()
         self._seen: dict[str, str] = {}
+        self._sandbox: Any = None
         self.root: Journal = root or self
         """The journal of the thread's own run; a subagent's journal writes the files
         they share in its records."""
@@ -112,6 +114,7 @@ class Journal:
         self._files = dict(thread.files)
         self._todos = thread.todos
         self._seen = dict(thread.seen)
+        self._sandbox = thread.sandbox
 
     async def begin(self, state: RunState, start: int) -> None:
         record: Record = {"t": "run", "run": state.run_id, "start": start}
@@ -218,6 +221,9 @@ class Journal:
         if news:
             record["seen"] = news
             self._seen.update(news)
+        sandbox = state.data.get(SANDBOX)
+        if not self.at and sandbox != self._sandbox:
+            record["sandbox"] = self._sandbox = sandbox
         return record
 
     def _sync_files(self, state: RunState, record: Record) -> None:
@@ -366,6 +372,8 @@ class Thread:
     """The runs of the subagents the last run started, by the id of their `task` call."""
     seen: dict[str, str] = field(default_factory=dict)
     """A digest of each file as the agent last read or wrote it (see `FILES_SEEN`)."""
+    sandbox: Any = None
+    """What the sandbox kept for the thread when last recorded (see `SANDBOX`)."""
     path: tuple[str, ...] = ()
     """A subagent's run: its agent path, as recorded."""
 
@@ -530,6 +538,8 @@ def _apply_sync(thread: Thread, record: Record) -> None:
     if "todos" in record:
         thread.todos = tuple(Todo(c, s) for c, s in record["todos"])
     thread.seen.update(record.get("seen", {}))
+    if "sandbox" in record:
+        thread.sandbox = record["sandbox"]
     thread.usage = _usage().validate_python(record["usage"])
     thread.cost_usd, thread.steps = record["cost"], record["steps"]
     # Results matter only for the calls still unanswered.

@@ -204,6 +204,23 @@ class ContainerSandbox(_Shell):
             finally:
                 os.close(lock)
 
+    def held(self, session: str) -> dict[str, str] | None:
+        """What this sandbox keeps for thread `session`: its container (recorded in the
+        thread, see `tether.state.SANDBOX`)."""
+        running = self._running.get(session)
+        return None if running is None else {"container": running.name}
+
+    async def resume(self, session: str, kept: object) -> str | None:
+        """A run of a thread that had container `kept`: the same one when this sandbox
+        still runs it; else a word that the command runs in a fresh one (a container
+        ends with the process that started it: its watcher removes it)."""
+        if not isinstance(kept, dict) or self.held(session) == kept:
+            return None
+        return (
+            f"this thread's container from before ({kept.get('container')}) is gone: the "
+            "command ran in a fresh one, without what earlier commands left in its /tmp"
+        )
+
     # -- one command -----------------------------------------------------------------
 
     async def _execute(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES
 from tether.backends.sandbox.remote import RemoteSandbox
 from tether.errors import ConfigurationError
+from tether.state import SANDBOX
 
 if TYPE_CHECKING:
     from daytona import AsyncDaytona, AsyncSandbox
@@ -114,6 +115,25 @@ class DaytonaSandbox(RemoteSandbox):
 
     # -- the thread's sandbox ------------------------------------------------------------
 
+    def held(self, session: str) -> dict[str, str] | None:
+        """The id of thread `session`'s Daytona sandbox, recorded in the thread: a run
+        resumed in another process takes the same sandbox back."""
+        box = self._given or self._created.get(session)
+        return None if box is None else {"daytona": box.id}
+
+    async def resume(self, session: str, kept: Any) -> str | None:
+        if self._given is not None or self._created.get(session) is not None:
+            return None
+        identifier = kept.get("daytona") if isinstance(kept, dict) else None
+        if not isinstance(identifier, str):
+            return None
+        if await self._take_back(session, identifier) is not None:
+            return f"this thread's Daytona sandbox {identifier} was taken back"
+        return (
+            f"this thread's Daytona sandbox from before ({identifier}) is gone: the command "
+            "ran in a fresh one"
+        )
+
     async def _box(self) -> AsyncSandbox:
         if self._given is not None:
             return self._given
@@ -125,9 +145,28 @@ class DaytonaSandbox(RemoteSandbox):
         async with lock:
             box = self._created.get(session)
             if box is None:
+                kept = (self._kept or {}).get(SANDBOX)
+                if isinstance(kept, dict) and isinstance(kept.get("daytona"), str):
+                    box = await self._take_back(session, kept["daytona"])
+            if box is None:
                 client = self._daytona()
                 box = await client.create(self._params, timeout=self.create_timeout_seconds)
                 self._created[session] = box
+        if self._kept is not None:
+            self._kept[SANDBOX] = {"daytona": box.id}  # recorded with the run's next sync
+        return box
+
+    async def _take_back(self, session: str, identifier: str) -> AsyncSandbox | None:
+        """Thread `session`'s sandbox `identifier`, started again if it was stopped;
+        None when Daytona no longer has it."""
+        client = self._daytona()
+        try:
+            box = await client.get(identifier)
+            if not str(box.state).lower().endswith("started"):
+                await box.start(timeout=self.create_timeout_seconds)
+        except self._sdk.DaytonaError:
+            return None
+        self._created[session] = box
         return box
 
     def _daytona(self) -> AsyncDaytona:

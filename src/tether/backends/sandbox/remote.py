@@ -67,6 +67,7 @@ class RemoteSandbox(ABC):
         self.max_file_bytes = max_file_bytes
         self.shown: Callable[[str], str] = as_given
         self._session: str | None = None
+        self._kept: dict[str, Any] | None = None  # the bound run's data (see `state.SANDBOX`)
 
     # -- what an adapter gives -------------------------------------------------------
 
@@ -82,6 +83,17 @@ class RemoteSandbox(ABC):
     @abstractmethod
     async def get(self, path: str) -> bytes | None:
         """The remote file `path`'s bytes, None when there is no such file."""
+
+    def held(self, session: str) -> Any:
+        """What this sandbox keeps for thread `session`, recorded in the thread so that
+        a later run can take it back (`resume`): JSON, or None. An adapter whose
+        machines outlive a process (a hosted sandbox's id) says it here."""
+        return None
+
+    async def resume(self, session: str, kept: Any) -> str | None:
+        """Take back for thread `session` what an earlier run's `held` said it kept,
+        where it can; a note for the model where it cannot (None: nothing to say)."""
+        return None
 
     # -- commands ----------------------------------------------------------------------
 
@@ -118,6 +130,7 @@ class RemoteSandbox(ABC):
         session (its thread's), as `execute` does (see `base.session`)."""
         view = self.named(self.shown)
         view._session = session_of(state)
+        view._kept = state.root.data
         return view
 
     def session(self) -> str:
