@@ -369,3 +369,20 @@ def test_the_threads_container_is_recorded_and_a_later_process_says_it_is_gone(
         assert f"this thread's container from before ({name}) is gone" in answer
     finally:
         later.close()
+
+
+def test_time_in_the_container_counts_against_the_runs_limit(kind: str, tmp_path: Path) -> None:
+    from tether.limits import Limits
+
+    sandbox = make(kind, tmp_path / "ws")
+    assert isinstance(sandbox, ContainerSandbox)
+    model = ScriptedModel([[ToolCall("execute", {"command": "sleep 60"}, id="s")], "done"])
+    agent = create_agent(model, backend=sandbox, limits=Limits(timeout_seconds=3))
+    try:
+        started = time.monotonic()
+        result = agent.run("go")
+        assert result.stop_reason == "timeout"
+        assert time.monotonic() - started < 50  # the command was stopped with the run
+        assert not sandbox._running  # its container went with it
+    finally:
+        sandbox.close()
