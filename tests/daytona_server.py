@@ -34,16 +34,20 @@ class DaytonaServer:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.sandboxes: dict[str, Path] = {}
+        self.labels: dict[str, dict[str, str]] = {}
         self.created: list[dict[str, Any]] = []  # the create requests' bodies
         self.requests: list[tuple[str, str]] = []  # (method, path with ids as {id})
         self.url = ""
+        self.failures: list[int] = []  # statuses to answer the next GETs of a sandbox with
+        self.state = "started"  # what a new sandbox is (a "starting" one never starts)
 
     def sandbox(self, identifier: str, state: str = "started") -> dict[str, Any]:
         return {
             "id": identifier, "organizationId": "org", "name": identifier, "user": "daytona",
-            "env": {}, "labels": {}, "public": False, "networkBlockAll": True, "kvm": False,
+            "env": {}, "public": False, "networkBlockAll": True, "kvm": False,
             "target": "us", "cpu": 1, "gpu": 0, "memory": 1, "disk": 3, "state": state,
             "toolboxProxyUrl": f"{self.url}/toolbox",
+            "labels": self.labels.get(identifier, {}),
         }  # fmt: skip
 
     def answer(  # noqa: PLR0911  (one answer a route)
@@ -55,16 +59,21 @@ class DaytonaServer:
         if method == "POST" and path == "/api/sandbox":
             self.created.append(json.loads(body))
             identifier = f"sb-{uuid.uuid4().hex[:8]}"
+            self.labels[identifier] = self.created[-1].get("labels") or {}
             self.sandboxes[identifier] = self.root / identifier
             (self.root / identifier).mkdir(parents=True)
-            return 200, json.dumps(self.sandbox(identifier)).encode(), "application/json"
+            made = self.sandbox(identifier, self.state)
+            return 200, json.dumps(made).encode(), "application/json"
         found = re.match(r"^/(?:api/sandbox|toolbox)/(sb-[0-9a-f]+)(/.*)?$", path)
         if found is None or found.group(1) not in self.sandboxes:
             return 404, b'{"message": "not found", "statusCode": 404}', "application/json"
         identifier, rest = found.group(1), found.group(2) or ""
         home = self.sandboxes[identifier]
         if method == "GET" and rest == "":
-            return 200, json.dumps(self.sandbox(identifier)).encode(), "application/json"
+            if self.failures:
+                return self.failures.pop(0), b'{"message": "unavailable"}', "application/json"
+            made = self.sandbox(identifier, self.state)
+            return 200, json.dumps(made).encode(), "application/json"
         if method == "DELETE" and rest == "":
             shutil.rmtree(self.sandboxes.pop(identifier), ignore_errors=True)
             done = self.sandbox(identifier, "destroyed")

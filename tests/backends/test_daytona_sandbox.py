@@ -85,7 +85,11 @@ def test_an_agent_works_in_a_daytona_sandbox(server: DaytonaServer) -> None:
     box = DaytonaSandbox(config=_config(server))
     result = create_agent(model, backend=box).run("go", thread_id=None)
     assert by_server_id(result.messages)["x"].text == "49\n[exit code 0]"
-    assert server.created[0]["labels"] == {"code-toolbox-language": "python"}
+    labels = server.created[0]["labels"]
+    assert labels["code-toolbox-language"] == "python"
+    assert len(labels["tether.thread"]) == 32  # whose it is, checked before a take-back
+    box.close()  # outside an event loop
+    assert not server.sandboxes
 
 
 def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +110,7 @@ def test_a_later_run_of_the_thread_takes_its_sandbox_back(
     database = f"sqlite:///{tmp_path}/runs.db"
 
     def run(thread: str, *turns: object) -> Any:
-        box = DaytonaSandbox(config=_config(server))
+        box = DaytonaSandbox(config=_config(server))  # a process of its own, as it were
         agent = create_agent(ScriptedModel([*turns, "done"]), backend=box, checkpointer=database)
         return agent.run("go", thread_id=thread)
 
@@ -122,3 +126,87 @@ def test_a_later_run_of_the_thread_takes_its_sandbox_back(
     server.sandboxes.pop(made)  # deleted on Daytona's side meanwhile
     fresh = run("t", [ToolCall("execute", {"command": "ls"}, id="c")])
     assert f"sandbox from before ({made}) is gone" in by_server_id(fresh.messages)["c"].text
+
+
+async def test_only_tethers_sandbox_of_the_thread_is_taken_back_or_deleted(
+    server: DaytonaServer,
+) -> None:
+    """A record naming another thread's sandbox (forged, or copied) or one the user gave
+    is never used nor deleted."""
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    box = DaytonaSandbox(config=_config(server))
+    with session("u"):
+        await box.execute("echo u > mark")
+    [theirs] = server.sandboxes
+    note = await box.resume("v", {"daytona": theirs})
+    assert note is not None
+    assert "is not tether's sandbox of this thread: it was left alone" in note
+    with session("v"):
+        done = await box.execute("cat mark 2>&1")
+    assert "u\n" not in done.output  # v's own
+    given = DaytonaSandbox(config=_config(server), sandbox=await box._box("u", None))
+    assert given.held("any") is None  # never recorded
+    await given.aclose()
+    assert theirs in server.sandboxes  # the given one is not deleted
+    await box.aclose()
+    assert not server.sandboxes
+
+
+async def test_a_passing_failure_keeps_the_threads_sandbox(server: DaytonaServer) -> None:
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    first = DaytonaSandbox(config=_config(server))
+    with session("t"):
+        await first.execute("echo kept > mark")
+    kept = first.held("t")
+    server.failures = [503]  # Daytona answers once with an error
+    later = DaytonaSandbox(config=_config(server))
+    with pytest.raises(BackendError, match="could not reach sandbox"):
+        await later.resume("t", kept)
+    assert (
+        await later.resume("t", kept)
+        == f"this thread's Daytona sandbox {kept['daytona']} was taken back"
+    )
+    with session("t"):
+        assert (await later.execute("cat mark")).output.startswith("kept\n")
+    await later.aclose()
+
+
+async def test_a_sandbox_deleted_meanwhile_is_made_again_and_said(server: DaytonaServer) -> None:
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    box = DaytonaSandbox(config=_config(server))
+    with session("t"):
+        await box.execute("true")
+        [gone] = server.sandboxes
+        server.sandboxes.pop(gone)
+        await box.write("/a.txt", b"x")  # a file tool finds out first
+        done = await box.execute("cat a.txt")
+    assert done.output.startswith("x")
+    assert f"this thread's Daytona sandbox ({gone}) is gone: a fresh one was made" in done.output
+    await box.aclose()
+
+
+async def test_a_sandbox_that_never_starts_is_deleted(server: DaytonaServer) -> None:
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    server.state = "starting"
+    box = DaytonaSandbox(config=_config(server), create_timeout_seconds=2)
+    with session("t"), pytest.raises(BackendError, match="did not start in time"):
+        await box.execute("true")
+    assert not server.sandboxes
+    await box.aclose()
+
+
+def test_one_object_serves_runs_of_their_own_event_loops(server: DaytonaServer) -> None:
+    """Each `agent.run()` has an event loop of its own: the SDK's client is made again."""
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    box = DaytonaSandbox(config=_config(server))
+    for call in ("a", "b"):
+        model = ScriptedModel([[ToolCall("execute", {"command": "echo ran"}, id=call)], "done"])
+        result = create_agent(model, backend=box).run("go")
+        assert by_server_id(result.messages)[call].text == "ran\n[exit code 0]"
+    box.close()
+    assert not server.sandboxes

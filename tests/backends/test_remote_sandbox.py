@@ -157,3 +157,26 @@ async def test_a_listing_that_failed_is_an_error_not_an_empty_answer(
     ):
         with pytest.raises(BackendError, match=r"failed in the sandbox|took longer than"):
             await call
+
+
+async def test_output_that_cannot_be_kept_still_comes_back_with_its_exit_code(
+    tmp_path: Path,
+) -> None:
+    """The command ran: what it printed and how it ended are the model's, saved or not."""
+    remote = DirectoryRemote(tmp_path / "machine", max_output_chars=100)
+    await remote.execute("touch large_tool_results")  # in the way of the saved output
+    done = await remote.execute("echo charged >> ledger; seq 1 500; exit 4")
+    assert done.exit_code == 4
+    assert done.output.startswith("1\n2\n")
+    assert "the rest could not be saved" in done.output
+    assert done.full_output is None
+
+
+async def test_grep_and_glob_skip_git_directories(tmp_path: Path) -> None:
+    remote = DirectoryRemote(tmp_path / "machine")
+    await remote.execute(
+        "mkdir -p .git/logs src && echo needle > .git/COMMIT_EDITMSG && "
+        "echo needle > .git/logs/HEAD && echo needle > src/a.txt"
+    )
+    assert [hit.path for hit in await remote.grep("needle", "/")] == ["/src/a.txt"]
+    assert [entry.path for entry in await remote.files("/")] == ["/src/a.txt"]

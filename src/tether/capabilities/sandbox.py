@@ -102,6 +102,13 @@ class Sandbox(Capability):
         mine = (self.policy,) if self.policy is not None else ()
         state.data[_POLICIES] = (*above, *(p for p in mine if p not in above))
 
+    async def on_run_end(self, state: RunState) -> None:
+        """A top run's end: a sandbox with what is tied to its event loop (an SDK's
+        client) lets it go, since the next run may have a loop of its own."""
+        released = getattr(self.backend, "run_ended", None)
+        if state.parent is None and released is not None:
+            await released()
+
     async def run(self, context: ToolContext, command: str, timeout_seconds: int | None) -> str:
         if not command.strip():
             raise ToolError("The command is empty.")

@@ -60,7 +60,7 @@ def session_of(state: RunState) -> str:
     """The session of a run: its thread (the top run's, which its subagents share), or
     the top run itself when it keeps no thread."""
     root = state.root
-    return root.thread_id or f"run-{root.run_id}"
+    return root.thread_id or f"#{root.run_id}"  # no thread id holds a '#'
 
 
 def current_session() -> str:

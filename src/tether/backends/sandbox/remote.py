@@ -27,7 +27,7 @@ from tether.backends.errors import BackendError
 from tether.backends.paths import clean
 from tether.backends.sandbox.base import ExecResult, current_session, session_of
 from tether.backends.sandbox.output import OUTPUT_DIR
-from tether.backends.search import compile_pattern, grep_files, is_binary
+from tether.backends.search import compile_pattern, grep_text, is_binary
 from tether.errors import ConfigurationError
 
 __all__ = ["RemoteSandbox"]
@@ -37,6 +37,7 @@ __all__ = ["RemoteSandbox"]
 _FIELDS = "%y\\t%s\\t%T@\\t%P\\0%l\\0"
 _GREP_FILES = 2_000  # beyond this many files under the path, grep asks for a narrower one
 _DOWNLOADS = 8  # files fetched at once by grep
+_SAVED_OUTPUT_LIMIT = 50 * 1024 * 1024  # a command's full output is kept up to this, as locally
 
 
 class RemoteSandbox(ABC):
@@ -103,12 +104,17 @@ class RemoteSandbox(ABC):
         output, code = await self.run(f"mkdir -p {where} && cd {where} && {command}", limit)
         if len(output) <= self.max_output_chars:
             return ExecResult(output=output, exit_code=code, timed_out=code is None)
-        path = f"{OUTPUT_DIR}/execute-{uuid.uuid4().hex[:12]}.txt"
-        await self.put(self._remote(path), output.encode("utf-8", errors="replace"))
-        note = (
-            f"\n[output cut at {self.max_output_chars} characters; the full output is in "
-            f"{path}: read it in parts with read_file or search it with grep]"
-        )
+        path: str | None = f"{OUTPUT_DIR}/execute-{uuid.uuid4().hex[:12]}.txt"
+        whole = output.encode("utf-8", errors="replace")[:_SAVED_OUTPUT_LIMIT]
+        try:
+            await self.put(self._remote(str(path)), whole)
+            where = (
+                f"the full output is in {path}: read it in parts with read_file or search it "
+                "with grep"
+            )
+        except (BackendError, OSError) as exc:  # the command ran: its output and code stand
+            path, where = None, f"the rest could not be saved: {exc}"
+        note = f"\n[output cut at {self.max_output_chars} characters; {where}]"
         return ExecResult(
             output=output[: self.max_output_chars] + note,
             exit_code=code,
@@ -205,7 +211,10 @@ class RemoteSandbox(ABC):
         return await self._find(path, "-mindepth", "1", "-maxdepth", "1")
 
     async def files(self, path: str) -> list[FileInfo]:
-        return await self._find(clean(path), "-mindepth", "1", "-type", "f")
+        """Every regular file below `path`, none inside a `.git` (as on every backend)."""
+        return await self._find(
+            clean(path), "-mindepth", "1", "-name", ".git", "-prune", "-o", "-type", "f"
+        )
 
     async def grep(
         self, pattern: str, path: str, *, literal: bool = False, ignore_case: bool = False
@@ -224,18 +233,18 @@ class RemoteSandbox(ABC):
             )
         gate = asyncio.Semaphore(_DOWNLOADS)
 
-        async def fetched(info: FileInfo) -> tuple[str, bytes]:
+        async def searched(info: FileInfo) -> list[GrepHit]:
+            """One file's hits: at most `_DOWNLOADS` files are held at once."""
             if info.size > self.max_file_bytes:
-                return info.path, b""
+                return []
             async with gate:
-                return info.path, await self.get(self._remote(info.path)) or b""
+                data = await self.get(self._remote(info.path)) or b""
+                if is_binary(data):
+                    return []
+                return await asyncio.to_thread(grep_text, info.path, data, regex)
 
-        texts = [
-            (name, data)
-            for name, data in await asyncio.gather(*(fetched(info) for info in listed))
-            if not is_binary(data)
-        ]
-        return await asyncio.to_thread(grep_files, texts, regex)
+        found_hits = await asyncio.gather(*(searched(info) for info in listed))
+        return [hit for hits in found_hits for hit in hits]
 
     # -- on the remote machine -----------------------------------------------------------
 
