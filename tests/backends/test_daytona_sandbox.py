@@ -41,7 +41,7 @@ def _config(server: DaytonaServer) -> DaytonaConfig:
 async def test_each_thread_gets_a_sandbox_and_the_sdk_says_what_it_said(
     server: DaytonaServer,
 ) -> None:
-    box = sandbox("daytona", config=_config(server), timeout_seconds=5)
+    box = sandbox("daytona", config=_config(server), timeout_seconds=2)
     assert isinstance(box, SandboxBackend)
     with session("a"):
         await box.write("/src/app.sh", b"echo from a\n")

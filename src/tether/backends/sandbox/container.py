@@ -269,9 +269,9 @@ class ContainerSandbox(_Shell):
     def _prepare(
         self, session: str
     ) -> str | tuple[_Running, gitdirs.GitScan, str | None, list[str]]:
-        """Under the workspace's lock: take back or sweep what a killed tether left, put
-        right what its command made, and have the session's container running with the
-        mounts the workspace needs now."""
+        """Under the workspace's lock: sweep what a killed tether left, put right what
+        its command made, and have the session's container running with the mounts the
+        workspace needs now."""
         notes: list[str] = []
         orphaned = records.orphaned(self.host)
         if not self._swept or orphaned:  # before anything is looked at
