@@ -377,7 +377,7 @@ def test_time_in_the_container_counts_against_the_runs_limit(kind: str, tmp_path
     sandbox = make(kind, tmp_path / "ws")
     assert isinstance(sandbox, ContainerSandbox)
     model = ScriptedModel([[ToolCall("execute", {"command": "sleep 60"}, id="s")], "done"])
-    agent = create_agent(model, backend=sandbox, limits=Limits(timeout_seconds=3))
+    agent = create_agent(model, backend=sandbox, limits=Limits(timeout_seconds=1))
     try:
         started = time.monotonic()
         result = agent.run("go")

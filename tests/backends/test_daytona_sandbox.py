@@ -192,7 +192,7 @@ async def test_a_sandbox_that_never_starts_is_deleted(server: DaytonaServer) -> 
     from tether.backends.sandbox.daytona import DaytonaSandbox
 
     server.state = "starting"
-    box = DaytonaSandbox(config=_config(server), create_timeout_seconds=2)
+    box = DaytonaSandbox(config=_config(server), create_timeout_seconds=1)
     with session("t"), pytest.raises(BackendError, match="did not start in time"):
         await box.execute("true")
     assert not server.sandboxes

@@ -20,7 +20,7 @@ from tether.models import ScriptedModel
 
 
 async def test_commands_run_in_the_workdir_with_exit_codes_and_limits(tmp_path: Path) -> None:
-    remote = DirectoryRemote(tmp_path / "machine", timeout_seconds=2)
+    remote = DirectoryRemote(tmp_path / "machine", timeout_seconds=1)
     assert isinstance(remote, SandboxBackend)
     await remote.write("/src/app.sh", b"echo from the workspace\n")
     done = await remote.execute("pwd; sh src/app.sh; exit 3")
