@@ -210,3 +210,34 @@ def test_one_object_serves_runs_of_their_own_event_loops(server: DaytonaServer) 
         assert by_server_id(result.messages)[call].text == "ran\n[exit code 0]"
     box.close()
     assert not server.sandboxes
+
+
+def test_a_passing_failure_in_a_run_is_a_tool_error_and_the_next_command_takes_it_back(
+    server: DaytonaServer, tmp_path: Path
+) -> None:
+    from tether.backends.sandbox.daytona import DaytonaSandbox
+
+    database = f"sqlite:///{tmp_path}/runs.db"
+
+    def run(*turns: object, close: bool = False) -> Any:
+        box = DaytonaSandbox(config=_config(server))  # a process of its own, as it were
+        agent = create_agent(ScriptedModel([*turns, "done"]), backend=box, checkpointer=database)
+        result = agent.run("go", thread_id="t")
+        if close:
+            box.close()
+        return result
+
+    run([ToolCall("execute", {"command": "echo kept > mark"}, id="a")])  # then it ends
+    [made] = server.sandboxes
+    server.failures = [503]
+    later = run(
+        [ToolCall("execute", {"command": "cat mark"}, id="b")],
+        [ToolCall("execute", {"command": "cat mark"}, id="c")],
+        close=True,
+    )
+    answers = by_server_id(later.messages)
+    assert answers["b"].is_error
+    assert "could not reach sandbox" in answers["b"].text
+    assert answers["c"].text.startswith("kept\n")  # the same sandbox, asked again
+    assert f"sandbox {made} was taken back" in answers["c"].text
+    assert list(server.sandboxes) == []  # close() deleted the one it took back

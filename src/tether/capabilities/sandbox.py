@@ -120,10 +120,10 @@ class Sandbox(Capability):
         key, kept = session_of(context.state), context.state.root.data
         note = None
         if not kept.get(_RESUMED):  # what an earlier run's sandbox kept: taken back, or said
-            kept[_RESUMED] = True
             resume = getattr(self.backend, "resume", None)
             if kept.get(SANDBOX) is not None and resume is not None:
-                note = await resume(key, kept[SANDBOX])
+                note = await resume(key, kept[SANDBOX])  # a failure: asked again next time
+            kept[_RESUMED] = True
         with session(key):
             result = await self.backend.execute(command, timeout_seconds=timeout_seconds)
         held = getattr(self.backend, "held", None)
