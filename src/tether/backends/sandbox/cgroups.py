@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Cgroup", "CgroupUnavailable", "make"]
+__all__ = ["Cgroup", "CgroupUnavailable", "counter", "make"]
 
 _NAME = re.compile(r"tether-(\d+)-[0-9a-f]+")
 
@@ -57,11 +57,11 @@ class Cgroup:
     def oom_kills(self) -> int:
         """How many of its processes the kernel killed for going over the memory limit."""
         name = "memory.oom_control" if self.version == 1 else "memory.events"
-        return _counter(os.path.join(self.directories[0], name), "oom_kill")
+        return counter(os.path.join(self.directories[0], name), "oom_kill")
 
     def forks_refused(self) -> int:
         """How many forks failed because the tree had `max_processes` already."""
-        return _counter(os.path.join(self.directories[-1], "pids.events"), "max")
+        return counter(os.path.join(self.directories[-1], "pids.events"), "max")
 
     def kill(self) -> None:
         """SIGKILL every process in it."""
@@ -235,7 +235,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _counter(path: str, key: str) -> int:
+def counter(path: str, key: str) -> int:
     """The value of `key` in a cgroup file of `key value` lines (0 when absent)."""
     try:
         with open(path) as lines:

@@ -126,7 +126,7 @@ class Command:
                 self._passed.append(host.open(path, _MOUNT_FLAGS))
             except OSError:
                 return f"{path} changed while the command was being set up; run it again"
-            if _identity(os.fstat(self._passed[-1])) != identity:
+            if gitdirs.identity(os.fstat(self._passed[-1])) != identity:
                 return f"{path} changed while the command was being set up; run it again"
             self._mounts.append((path, "--ro-bind-fd", str(self._passed[-1])))
         for path in self.sandbox.read_only:
@@ -295,7 +295,3 @@ def _is_file(sandbox: LocalSandbox, path: str) -> bool:
     except OSError:
         return False
     return found is not None and stat.S_ISREG(found.st_mode)
-
-
-def _identity(st: os.stat_result) -> gitdirs.Identity:
-    return (st.st_dev, st.st_ino)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from tether.backends.base import DEFAULT_MAX_FILE_BYTES, finished
 from tether.backends.hostfs import Root, state_home
-from tether.backends.sandbox import gitdirs, records
+from tether.backends.sandbox import cgroups, gitdirs, records
 from tether.backends.sandbox.base import ExecResult, current_session
 from tether.backends.sandbox.command import Outcome, git_refusal
 from tether.backends.sandbox.engines import (
@@ -548,10 +548,10 @@ def _misplaced(pid: int, host: Root, plan: _Plan) -> str | None:
     top = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         workspace = _beneath(top, WORKSPACE)
-        if _identity(workspace) != _identity(os.fstat(host.fd)):
+        if gitdirs.identity(workspace) != gitdirs.identity(os.fstat(host.fd)):
             return f"{WORKSPACE} is not the workspace"
         for path, identity in (*plan.git, *plan.read_only):
-            if _identity(_beneath(top, WORKSPACE + path)) != identity:
+            if gitdirs.identity(_beneath(top, WORKSPACE + path)) != identity:
                 return f"{path} is not what was found there"
         for path in plan.hidden_dirs:  # a file system of its own over it
             found = _beneath(top, WORKSPACE + path)
@@ -582,10 +582,6 @@ def _beneath(top: int, path: str) -> os.stat_result:
     finally:
         if directory != top:
             os.close(directory)
-
-
-def _identity(st: os.stat_result) -> gitdirs.Identity:
-    return (st.st_dev, st.st_ino)
 
 
 def _cgroups_of(pid: int) -> dict[str, str]:
@@ -624,14 +620,8 @@ async def _watch(
 def _oom_kills(running: _Running) -> int:
     for controller, filename in (("memory", "memory.oom_control"), ("unified", "memory.events")):
         directory = running.cgroups.get(controller)
-        if directory is None:
-            continue
-        try:
-            with open(os.path.join(directory, filename), encoding="utf-8") as source:
-                counts = dict(line.split(" ", 1) for line in source if " " in line)
-            return int(counts.get("oom_kill", "0"))
-        except (OSError, ValueError):
-            continue
+        if directory is not None and os.path.exists(path := os.path.join(directory, filename)):
+            return cgroups.counter(path, "oom_kill")
     return 0
 
 

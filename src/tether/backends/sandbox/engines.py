@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.backends.sandbox.records import start_time
 from tether.errors import ConfigurationError
 
 __all__ = [
@@ -252,9 +253,5 @@ def _pid_namespace(pid: int) -> str:
 
 
 def _started(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as source:
-            text = source.read()
-        return text[text.rfind(")") + 2 :].split()[19]
-    except (OSError, IndexError):
-        return ""
+    found = start_time(pid)
+    return "" if found is None else str(found)

@@ -80,15 +80,15 @@ def scan(host: Root, skip: frozenset[str]) -> GitScan:
                 if name.casefold() == ".git":
                     if stat.S_ISLNK(st.st_mode):
                         found.unprotectable.append(f"{join(path, name)} is a symbolic link")
-                    found.paths[join(path, name)] = _identity(st)
+                    found.paths[join(path, name)] = identity(st)
                 if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                    linked.setdefault(_identity(st), []).append(join(path, name))
+                    linked.setdefault(identity(st), []).append(join(path, name))
         if not _is_git(path, entries):
             return entries
         if path == "/":
             found.unprotectable.append("the workspace itself is a git directory")
             return entries
-        found.paths[path] = _identity(os.fstat(fd))
+        found.paths[path] = identity(os.fstat(fd))
         return None  # mounted read-only as a whole
 
     _walk(host, "/", skip, found.unsearched, visit)
@@ -107,16 +107,16 @@ def _add_other_names(host: Root, found: GitScan, linked: dict[Identity, list[str
             if not is_dir:
                 with contextlib.suppress(OSError):
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    if _identity(st) in linked:
-                        inside.add(_identity(st))
+                    if identity(st) in linked:
+                        inside.add(identity(st))
         return entries
 
     for path in list(found.paths):
         with contextlib.suppress(NotADirectoryError):  # a .git file: looked at above
             _walk(host, path, frozenset(), found.unsearched, visit)
-    for identity in inside:
-        for path in linked[identity]:
-            found.paths.setdefault(path, identity)
+    for shared in inside:
+        for path in linked[shared]:
+            found.paths.setdefault(path, shared)
 
 
 def disable_new(host: Root, skip: frozenset[str], known: GitScan) -> GitScan:
@@ -125,7 +125,7 @@ def disable_new(host: Root, skip: frozenset[str], known: GitScan) -> GitScan:
     known_identities = known.identities
 
     def visit(path: str, fd: int, entries: list[Entry]) -> list[Entry] | None:
-        if _identity(os.fstat(fd)) in known_identities:
+        if identity(os.fstat(fd)) in known_identities:
             return None  # it was read-only to the command
         git_directory = is_git_directory(name for name, _ in entries)
         kept = []
@@ -172,7 +172,7 @@ def _new_git_entry(fd: int, name: str, known: set[Identity]) -> bool:
     if name.casefold() != ".git":
         return False
     try:
-        return _identity(os.stat(name, dir_fd=fd, follow_symlinks=False)) not in known
+        return identity(os.stat(name, dir_fd=fd, follow_symlinks=False)) not in known
     except OSError:
         return False  # gone
 
@@ -214,7 +214,7 @@ def _walk(host: Root, top: str, skip: frozenset[str], unsearched: list[str], vis
         entries = visit(top, current, _list(current, top, unsearched))
         if entries is None:
             return
-        stack = [(top, _identity(os.fstat(current)), iter(entries))]
+        stack = [(top, identity(os.fstat(current)), iter(entries))]
         while stack:
             path, _, pending = stack[-1]
             item = next(pending, None)
@@ -236,7 +236,7 @@ def _walk(host: Root, top: str, skip: frozenset[str], unsearched: list[str], vis
                 continue
             os.close(current)
             current = below
-            stack.append((child, _identity(os.fstat(below)), iter(entries)))
+            stack.append((child, identity(os.fstat(below)), iter(entries)))
     except _Moved:
         unsearched.append(MOVED)
     finally:
@@ -246,7 +246,7 @@ def _walk(host: Root, top: str, skip: frozenset[str], unsearched: list[str], vis
 def _climb(current: int, expected: Identity) -> int:
     """The parent of `current`, which must be the directory `expected`."""
     parent = os.open("..", _DIR_FLAGS, dir_fd=current)
-    if _identity(os.fstat(parent)) != expected:
+    if identity(os.fstat(parent)) != expected:
         os.close(parent)
         raise _Moved
     os.close(current)
@@ -297,5 +297,6 @@ def _list(fd: int, path: str, unsearched: list[str]) -> list[Entry]:
         return []
 
 
-def _identity(st: os.stat_result) -> Identity:
+def identity(st: os.stat_result) -> Identity:
+    """What names a file whatever its path: its device and inode."""
     return (st.st_dev, st.st_ino)

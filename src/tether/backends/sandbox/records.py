@@ -27,7 +27,16 @@ from pathlib import Path
 from tether.backends.hostfs import Root, state_home, try_lock
 from tether.backends.sandbox import gitdirs
 
-__all__ = ["drop", "lock_workspace", "orphaned", "recover", "recover_at_start", "try_lock", "write"]
+__all__ = [
+    "drop",
+    "lock_workspace",
+    "orphaned",
+    "recover",
+    "recover_at_start",
+    "start_time",
+    "try_lock",
+    "write",
+]
 
 _log = logging.getLogger("tether.sandbox")
 
@@ -45,7 +54,7 @@ def write(host: Root, known: gitdirs.GitScan, hidden: set[str]) -> str | None:
     me = os.getpid()
     record = {
         "pid": me,
-        "started": _start_time(me),
+        "started": start_time(me),
         "workspace": host.path,
         "known": sorted(known.identities),
         "hidden": sorted(hidden),
@@ -163,10 +172,12 @@ def drop(path: str) -> None:
 def _alive(record: _Record) -> bool:
     """Whether the process that left `record` still runs (the same one, not a new
     process that was given its number)."""
-    return record.started is not None and _start_time(record.pid) == record.started
+    return record.started is not None and start_time(record.pid) == record.started
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
+    """When process `pid` started (in clock ticks after boot): with its pid, what no
+    other process shares; None when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat") as source:
             text = source.read()
